@@ -1,0 +1,37 @@
+# Two entry points: `make demo` and `make test`. Both create .venv and install evalq into it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_HOME := $(CURDIR)/.evalq-demo
+
+.PHONY: demo test venv sandbox docker bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+sandbox:
+	bash scripts/ensure-sandbox.sh
+
+docker: sandbox
+	bash scripts/ensure-docker.sh
+	bash scripts/build-grader-images.sh
+
+## Run the demo study on the embedded default (no servers) and print where the report is.
+demo: venv sandbox
+	rm -rf $(DEMO_HOME)
+	cd examples/demo && EVALQ_HOME=$(DEMO_HOME) ../../$(VENV)/bin/evalq run study.toml
+
+## Install everything the tests need (system packages, Docker engine, grader images) and run them all.
+test: venv docker
+	$(PY) -m pytest -q
+
+bench: venv sandbox
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) $(DEMO_HOME) .evalq

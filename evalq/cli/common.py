@@ -1,0 +1,27 @@
+"""Helpers shared by CLI commands: resolving a study argument, the settings, the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Settings, load_settings
+from ..store import init_db
+
+
+def study_id_of(argument: str) -> str:
+    """A study argument is a manifest path or a study id already in the database."""
+    path = Path(argument)
+    if path.is_file():
+        from ..manifest import load_study
+
+        return load_study(path, verify_fixtures=False).id
+    return argument
+
+
+def engine_and_settings() -> tuple[object, Settings]:
+    settings = load_settings()
+    return init_db(settings.database_url), settings
+
+
+def report_dir(settings: Settings, study_id: str) -> Path:
+    return settings.home / "reports" / study_id

@@ -1,0 +1,154 @@
+"""`evalq run`, `evalq worker`, `evalq report`, `evalq status`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..config import load_settings
+from ..errors import UserError
+from ..report import compute_report, write_reports
+from .common import engine_and_settings, report_dir, study_id_of
+
+
+def _progress(finished: int, planned: int) -> None:
+    width = 30
+    filled = int(width * finished / planned) if planned else width
+    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {finished}/{planned} trials "
+               "finished", nl=finished >= planned, err=True)
+
+
+def _finished_counter(engine, study_id):
+    from ..report.attempts import trial_views
+    from ..store import attempts_of, trials_of
+
+    def count() -> tuple[int, int]:
+        views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
+        return sum(1 for v in views if v.outcome is not None), len(views)
+
+    return count
+
+
+def write_study_report(engine, settings, study_id: str, out: Path | None = None,
+                       formats=("json", "md")) -> dict[str, Path]:
+    report = compute_report(engine, study_id)
+    return write_reports(report, out or report_dir(settings, study_id), formats)
+
+
+@click.command()
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--resume", is_flag=True, help="Re-send every pending trial not in flight.")
+@click.option("--concurrency", default=2, show_default=True,
+              help="Worker processes of the embedded default.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="With a broker: wait for the study to finish and write the report.")
+def run(manifest: str, resume: bool, concurrency: int, wait: bool) -> None:
+    """Run a study: freeze, plan, enqueue, and (by default) wait and report.
+
+    With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
+    """
+    from ..embedded import LocalWorkers, wait_for_study
+    from ..launch import register_study, send_trials
+    from ..manifest import load_study
+    from ..queue import app, configure
+
+    settings = load_settings()
+    study = load_study(manifest)
+    configure(app, settings)
+    engine, lock = register_study(study, settings)
+    mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
+    workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
+    try:
+        summary = send_trials(app, study, engine, resume)
+        click.echo(f"study {study.id}: {summary.planned} trials planned, {summary.sent} sent, "
+                   f"{summary.finished} already finished ({mode}); lock "
+                   f"{lock['lock_digest'][:23]}…", err=True)
+        if workers is None and not wait:
+            click.echo(f"watch it with `evalq status {study.id}`; report with "
+                       f"`evalq report {study.id}`")
+            return
+        resend = (lambda: send_trials(app, study, engine, resume=True))
+        finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
+                                           workers=workers, resend=resend,
+                                           stall_seconds=max(90.0, settings.lease_seconds * 1.5))
+    finally:
+        if workers is not None:
+            workers.stop()
+    paths = write_study_report(engine, settings, study.id)
+    click.echo(f"report: {paths['json']}")
+    click.echo(f"report: {paths['md']}")
+
+
+@click.command()
+@click.option("--queues", "-Q", default="agents,grading,results", show_default=True,
+              help="Comma-separated: agents, grading, results.")
+@click.option("--concurrency", "-c", default=1, show_default=True)
+@click.option("--hostname", "-n", default=None, help="Worker node name (name@host).")
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
+    """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
+    from ..queue import QUEUES, app
+
+    settings = load_settings()
+    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = [q for q in wanted if q not in QUEUES]
+    if unknown:
+        raise UserError(f"unknown queue(s) {', '.join(unknown)}", field="--queues",
+                        fix=f"use {', '.join(QUEUES)}")
+    if settings.embedded:
+        click.echo("evalq: note: no EVALQ_BROKER_URL; this worker serves the embedded "
+                   f"filesystem broker under {settings.home}", err=True)
+    argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", "prefork",
+            "-l", loglevel, "-E"]
+    if hostname:
+        argv += ["-n", hostname]
+    app.worker_main(argv)
+
+
+@click.command()
+@click.argument("study")
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "all"]), default="all",
+              show_default=True)
+@click.option("--out", type=click.Path(), default=None,
+              help="A file (with one --format) or a directory.")
+def report(study: str, fmt: str, out: str | None) -> None:
+    """Write the study's report from the results database."""
+    engine, settings = engine_and_settings()
+    study_id = study_id_of(study)
+    formats = ("json", "md") if fmt == "all" else (fmt,)
+    if out and fmt != "all" and not Path(out).is_dir():
+        from ..report.write import RENDERERS, write_atomic
+
+        write_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
+        click.echo(f"report: {out}")
+        return
+    paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)
+    for path in paths.values():
+        click.echo(f"report: {path}")
+
+
+@click.command()
+@click.argument("study")
+@click.option("--json", "as_json", is_flag=True)
+def status(study: str, as_json: bool) -> None:
+    """Planned, queued, running and finished trials, from the database."""
+    from ..report.attempts import trial_views
+    from ..store import attempts_of, trials_of
+
+    engine, _ = engine_and_settings()
+    study_id = study_id_of(study)
+    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
+    counts: dict[str, int] = {"planned": len(views)}
+    for view in views:
+        latest = view.attempts[-1] if view.attempts else None
+        key = (view.outcome if view.outcome else
+               "unsent" if latest is None else latest.state)
+        counts[key] = counts.get(key, 0) + 1
+    if as_json:
+        click.echo(json.dumps({"study": study_id, "counts": counts}, indent=2))
+        return
+    click.echo(f"study {study_id}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    sys.stdout.flush()

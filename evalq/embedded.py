@@ -1,0 +1,100 @@
+"""The embedded default (SPEC D5): the same Celery tasks, a filesystem broker, local workers.
+
+No server runs: messages are files under EVALQ_HOME/broker, results go to SQLite, and
+`evalq run` starts worker processes itself, waits until the database shows every planned
+trial finished, then stops them. A worker that dies is restarted and pending trials are
+re-sent; the database, not the queue, knows what is pending.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import Settings
+from .queue import QUEUES
+
+WORKER_START_TIMEOUT = 60
+
+
+@dataclass
+class LocalWorkers:
+    settings: Settings
+    concurrency: int
+    procs: list[subprocess.Popen]
+
+    @classmethod
+    def start(cls, settings: Settings, concurrency: int = 2) -> "LocalWorkers":
+        workers = cls(settings=settings, concurrency=concurrency, procs=[])
+        workers.procs.append(workers._spawn(0))
+        return workers
+
+    def _spawn(self, index: int) -> subprocess.Popen:
+        env = dict(os.environ)
+        env.update(self.settings.env())
+        env.pop("EVALQ_BROKER_URL", None)
+        log_dir = self.settings.home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(log_dir / f"embedded-worker-{index}.log", "ab")
+        argv = [sys.executable, "-m", "celery", "-A", "evalq.queue", "worker",
+                "-Q", ",".join(QUEUES), "-c", str(self.concurrency), "-P", "prefork",
+                "-n", f"embedded{index}-{os.getpid()}@%h", "--without-gossip",
+                "--without-mingle", "--without-heartbeat", "-l", "WARNING"]
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def check(self) -> bool:
+        """Restart any worker that exited; True when one had to be restarted."""
+        restarted = False
+        for index, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                self.procs[index] = self._spawn(index)
+                restarted = True
+        return restarted
+
+    def stop(self, grace: float = 15.0) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)  # warm shutdown: finish, then exit
+        end = time.monotonic() + grace
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
+                   workers: LocalWorkers | None = None, resend: Callable[[], None] | None = None,
+                   poll: float = 0.25, timeout: float | None = None,
+                   stall_seconds: float = 90.0) -> tuple[int, int]:
+    """Poll the database until every planned trial has an outcome; returns (finished, planned).
+
+    After a worker restart, or when nothing finished for `stall_seconds` (a lost message, an
+    expired lease), pending trials are re-sent; claims keep a re-sent trial from running twice.
+    """
+    started = time.monotonic()
+    last = (-1, -1)
+    last_change = time.monotonic()
+    while True:
+        finished, planned = count_finished()
+        if (finished, planned) != last:
+            on_progress(finished, planned)
+            last = (finished, planned)
+            last_change = time.monotonic()
+        if finished >= planned:
+            return finished, planned
+        restarted = workers is not None and workers.check()
+        stalled = time.monotonic() - last_change > stall_seconds
+        if resend is not None and (restarted or stalled):
+            resend()
+            last_change = time.monotonic()
+        if timeout is not None and time.monotonic() - started > timeout:
+            return finished, planned
+        time.sleep(poll)

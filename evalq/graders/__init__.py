@@ -1,0 +1,1 @@
+"""Grading agent output with hidden tests in a sandbox."""

@@ -1,0 +1,62 @@
+"""The sandbox interface: a few verbs, backends plugged in by name (like Inspect AI's sandboxes)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Optional
+
+#: Paths every backend presents inside the sandbox.
+WORKSPACE_PATH = "/workspace"
+REPORT_PATH = "/report"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_seconds: float = 120.0
+    memory_mb: int = 512
+    pids: int = 128
+    cpus: float = 1.0
+    output_limit_bytes: int = 1_000_000
+    disk_mb: int = 256
+
+
+@dataclass
+class ExecResult:
+    """What happened to one command. `limit_hit` names a limit the sandbox enforced, if any."""
+
+    exit_code: Optional[int]
+    stdout: str
+    stderr: str
+    duration_seconds: float
+    timed_out: bool = False
+    limit_hit: Optional[str] = None  # "time" | "memory" | "pids" | "output" | None
+    signal: Optional[int] = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Sandbox(ABC):
+    """Runs untrusted code against a directory with no network, no credential and hard limits.
+
+    `workspace` is mounted read-write at WORKSPACE_PATH and `report_dir` at REPORT_PATH;
+    nothing else of the host is writable. `env` is the complete environment: nothing of the
+    caller's environment is passed through.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
+            limits: SandboxLimits, env: dict[str, str], image: str | None = None,
+            label: str = "") -> ExecResult:
+        """Run argv with cwd=WORKSPACE_PATH and return once everything it started is gone."""
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """Whether this backend can run here, and if not, how to make it so."""
+        return True, ""
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Remove leftovers (containers, cgroups) of crashed graders; returns how many."""
+        return 0

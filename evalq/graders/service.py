@@ -1,0 +1,41 @@
+"""The grading worker's task body: fetch the stored workspace, grade it, send the result on."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..artifacts import open_store
+from ..config import Settings, load_settings
+from ..errors import EvalqError
+from ..fixture_cache import cached_fixture
+from .grade import GRADER_VERSION, grade_archive
+
+log = logging.getLogger("evalq.grading")
+
+
+def grade_message(payload: dict, hostname: str = "", settings: Settings | None = None) -> str:
+    settings = settings or load_settings()
+    from ..queue import app
+
+    started = time.time()
+    try:
+        store = open_store(settings.artifacts_url)
+        fixture = cached_fixture(store, settings.home / "cache" / "fixtures",
+                                 payload["fixture_ref"], payload["fixture_digest"])
+        archive = store.get(payload["artifacts"]["workspace"])
+        result = grade_archive(fixture, archive, sandbox=settings.sandbox,
+                               label=payload["trial_id"])
+        outcome, reason = result.outcome.value, result.reason
+        criteria = [c.model_dump(mode="json") for c in result.criteria]
+        grade = {"exit_code": result.exit_code, "duration_seconds": result.duration_seconds,
+                 "sandbox": result.sandbox, "grader_version": GRADER_VERSION,
+                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None}
+    except EvalqError as exc:
+        outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
+        grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
+    grade["started_at"] = started
+    message = dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
+                   graded_at=time.time())
+    app.send_task("evalq.record_result", args=[message])
+    return outcome

@@ -1,0 +1,189 @@
+"""Pydantic types shared by every part of evalq (CLI, workers, graders, reports)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Outcome(str, Enum):
+    """Exactly one per attempt (SPEC G4). Failures of graders and infrastructure are never 'incorrect'."""
+
+    correct = "correct"
+    incorrect = "incorrect"
+    timed_out = "timed_out"
+    grading_failure = "grading_failure"
+    infrastructure_failure = "infrastructure_failure"
+
+
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
+#: Outcomes that say something about the agent; the two failure kinds say nothing about it.
+VALID_OUTCOMES = frozenset({Outcome.correct, Outcome.incorrect, Outcome.timed_out})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- fixtures
+class Limits(Strict):
+    """Execution limits of an agent run. Missing means no limit of that kind."""
+
+    wall_seconds: float = Field(600, gt=0)
+    max_steps: Optional[int] = Field(None, gt=0)
+    max_cost_usd: Optional[float] = Field(None, gt=0)
+
+
+class ToolPolicy(Strict):
+    allow: list[str] = Field(default_factory=lambda: ["read", "edit", "bash"])
+    network: bool = False
+
+
+class GradeSpec(Strict):
+    """How the hidden tests run. `{report_dir}` in the command is the sandbox's report directory."""
+
+    command: list[str] = Field(min_length=1)
+    report: Literal["junit", "tap"] = "junit"
+    timeout_seconds: float = Field(120, gt=0)
+    memory_mb: int = Field(512, gt=16)
+    pids: int = Field(128, gt=4)
+    output_limit_bytes: int = Field(1_000_000, gt=0)
+
+
+class FixtureSpec(Strict):
+    """The contents of fixture.toml."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    title: str
+    kind: str = "bugfix"
+    toolchain: str = "python"
+    image: str = "evalq-grader-python:local"
+    prompt: str = Field(min_length=1)
+    track: Optional[str] = None
+    split: Literal["regression", "held-out"] = "regression"
+    suitable: bool = True
+    package: Optional[str] = None
+    baseline_version: Optional[str] = None
+    target_version: Optional[str] = None
+    tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    limits: Limits = Field(default_factory=Limits)
+    grade: GradeSpec
+    digest: Optional[str] = None
+    workspace_digest: Optional[str] = None
+
+
+# ---------------------------------------------------------------- study
+class Condition(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    agent: str = "scripted"
+    model: Optional[str] = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    skill: Optional[str] = None
+    commit: Optional[str] = None
+
+
+class Budgets(Strict):
+    """Study-wide budgets; the tighter of these and a fixture's own limits applies."""
+
+    wall_seconds: Optional[float] = Field(None, gt=0)
+    max_steps: Optional[int] = Field(None, gt=0)
+    max_cost_usd: Optional[float] = Field(None, gt=0)
+
+
+class PinnedEnvironment(Strict):
+    model_config = ConfigDict(extra="allow")
+    tool: Optional[str] = None
+    tool_version: Optional[str] = None
+    model_id: Optional[str] = None
+    model_parameters: dict[str, Any] = Field(default_factory=dict)
+    harness_version: Optional[str] = None
+    os: Optional[str] = None
+    toolchain: Optional[str] = None
+    permissions: dict[str, Any] = Field(default_factory=dict)
+
+
+class Hypothesis(Strict):
+    id: str
+    metric: str
+    baseline: str
+    candidate: str
+    primary: bool = True
+    direction: Literal["greater", "less", "two-sided"] = "two-sided"
+
+
+class StudyManifest(Strict):
+    """A pre-registered study (SPEC S1). Paths are relative to the manifest's directory."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    fixtures: list[str] = Field(min_length=1)
+    conditions: list[Condition] = Field(min_length=1)
+    repetitions: int = Field(3, ge=1, le=1000)
+    seed: int = 0
+    mode: Literal["controlled", "workflow-lift", "commit-comparison"] = "controlled"
+    budgets: Budgets = Field(default_factory=Budgets)
+    environment: PinnedEnvironment = Field(default_factory=PinnedEnvironment)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    primary_metrics: list[str] = Field(default_factory=lambda: ["tpr"])
+    description: Optional[str] = None
+    max_attempts: int = Field(3, ge=1, le=20)
+
+
+# ---------------------------------------------------------------- runs
+class RunMetrics(Strict):
+    """What one run cost and did. Every field is None when the agent did not report it (SPEC R5)."""
+
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    cache_read_tokens: Optional[int] = None
+    cache_write_tokens: Optional[int] = None
+    request_prompt_tokens: Optional[list[int]] = None
+    estimated_context_tokens: Optional[list[int]] = None
+    tool_calls: Optional[int] = None
+    tool_failures: Optional[int] = None
+    turns: Optional[int] = None
+    duration_seconds: Optional[float] = None
+    cost_usd: Optional[float] = None
+    reported_cost_usd: Optional[float] = None
+    cost_source: Optional[Literal["price_table", "agent_reported"]] = None
+    price_table_id: Optional[str] = None
+    price_table_date: Optional[str] = None
+    cache_pricing: Optional[str] = None
+    skill_loaded: Optional[bool] = None
+    stop_reason: Optional[str] = None
+
+    @property
+    def accounting_complete(self) -> bool:
+        """True when tokens and cost are all known; incomplete runs stay out of cost aggregates."""
+        return None not in (self.input_tokens, self.output_tokens, self.cost_usd)
+
+
+class Criterion(Strict):
+    """One hidden check's verdict with its evidence (seed 002's criteria rows)."""
+
+    index: int
+    name: str
+    passed: Optional[bool]
+    evidence: str = ""
+
+
+class GradeResult(Strict):
+    outcome: Outcome
+    reason: Optional[str] = None
+    criteria: list[Criterion] = Field(default_factory=list)
+    exit_code: Optional[int] = None
+    duration_seconds: Optional[float] = None
+    sandbox: Optional[str] = None
+    output_tail: str = ""
+
+
+class TrialRef(Strict):
+    """What a queue message carries: ids only, never workspaces."""
+
+    study_id: str
+    trial_id: str
+    attempt: int
+    fixture_id: str
+    condition: str
+    repetition: int

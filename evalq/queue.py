@@ -1,0 +1,74 @@
+"""The Celery app: three queues (agents, grading, results) and settings for hour-long trials.
+
+`celery -A evalq.queue worker -Q agents` works as well as `evalq worker --queues agents`.
+With no EVALQ_BROKER_URL, the broker is kombu's filesystem transport under EVALQ_HOME: the
+embedded default, with no server at all (SPEC D5).
+"""
+
+from __future__ import annotations
+
+from kombu import Exchange, Queue
+
+from celery import Celery
+
+from .config import Settings, load_settings
+
+QUEUES = ("agents", "grading", "results")
+ROUTES = {
+    "evalq.run_trial": {"queue": "agents"},
+    "evalq.grade_trial": {"queue": "grading"},
+    "evalq.record_result": {"queue": "results"},
+}
+
+
+def broker_options(settings: Settings) -> tuple[str, dict]:
+    """Broker URL and transport options; the visibility timeout is set everywhere Celery reads it."""
+    if settings.embedded:
+        folder = settings.home / "broker"
+        for sub in ("queue", "processed", "control"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        return "filesystem://", {
+            "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
+            "processed_folder": str(folder / "processed"), "store_processed": False,
+            "control_folder": str(folder / "control"),
+            "polling_interval": 0.1,
+        }
+    return settings.broker_url, {"visibility_timeout": settings.visibility_timeout}
+
+
+def configure(app: Celery, settings: Settings | None = None) -> Celery:
+    settings = settings or load_settings()
+    url, options = broker_options(settings)
+    app.conf.update(
+        broker_url=url,
+        broker_transport_options=options,
+        result_backend=None,
+        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout},
+        visibility_timeout=settings.visibility_timeout,
+        task_ignore_result=True,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        task_routes=ROUTES,
+        task_queues=[Queue(name, Exchange(name, type="direct"), routing_key=name)
+                     for name in QUEUES],
+        task_default_queue="agents",
+        task_track_started=True,
+        task_send_sent_event=True,
+        worker_send_task_events=True,
+        worker_enable_remote_control=not settings.embedded,
+        worker_hijack_root_logger=False,
+        broker_pool_limit=4,
+    )
+    return app
+
+
+app = configure(Celery("evalq"))
+
+from . import tasks  # noqa: E402,F401  (registers the tasks on `app`)

@@ -1,0 +1,31 @@
+"""Writing the report files; each is written to a temp name and renamed, never half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .markdown import render_markdown
+
+RENDERERS = {
+    "json": lambda report: json.dumps(report, indent=2, sort_keys=False) + "\n",
+    "md": render_markdown,
+}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_reports(report: dict[str, Any], out_dir: Path,
+                  formats: tuple[str, ...] = ("json", "md")) -> dict[str, Path]:
+    paths = {}
+    for fmt in formats:
+        path = out_dir / f"report.{fmt}"
+        write_atomic(path, RENDERERS[fmt](report))
+        paths[fmt] = path
+    return paths

@@ -1,0 +1,20 @@
+"""The results service: turns result messages into attempt rows, exactly once per key."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .config import load_settings
+from .store import init_db, record_attempt
+
+log = logging.getLogger("evalq.results")
+
+
+def record_message(payload: dict) -> str:
+    engine = init_db(load_settings().database_url)
+    payload.setdefault("finished_at", time.time())
+    written = record_attempt(engine, payload, regrade=bool(payload.get("regrade")))
+    what = "recorded" if written else "already recorded"
+    log.info("%s %s#%s: %s", what, payload["trial_id"], payload["attempt"], payload["outcome"])
+    return what

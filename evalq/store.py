@@ -1,0 +1,278 @@
+"""The results database (SQLite by default, PostgreSQL for several machines), via SQLModel.
+
+The database is the source of truth: a planned trial without a terminal attempt is pending,
+whatever the queue says. Outcomes are written only by the results service (record_attempt),
+as upserts keyed by (trial_id, attempt), so a re-delivered message never makes a second row.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import Any, Iterable, Optional
+
+from sqlalchemy import JSON, Column, UniqueConstraint, event, func, or_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from .errors import UserError
+
+
+class StudyRow(SQLModel, table=True):
+    __tablename__ = "studies"
+    id: str = Field(primary_key=True)
+    manifest: dict = Field(sa_column=Column(JSON, nullable=False))
+    manifest_path: Optional[str] = None
+    lock: dict = Field(sa_column=Column(JSON, nullable=False))
+    lock_digest: str
+    mode: str = "controlled"
+    created_at: float = Field(default_factory=time.time)
+    cancelled: bool = False
+
+
+class TrialRow(SQLModel, table=True):
+    __tablename__ = "trials"
+    id: str = Field(primary_key=True)
+    study_id: str = Field(index=True, foreign_key="studies.id")
+    fixture_id: str
+    fixture_digest: str
+    fixture_ref: str
+    condition: str
+    repetition: int
+    block: int
+    order_index: int
+
+
+class AttemptRow(SQLModel, table=True):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    trial_id: str = Field(index=True, foreign_key="trials.id")
+    study_id: str = Field(index=True)
+    attempt: int
+    state: str = "queued"  # queued | running | grading | done | cancelled
+    outcome: Optional[str] = Field(default=None, index=True)
+    reason: Optional[str] = None
+    lease_owner: Optional[str] = None
+    lease_expires_at: Optional[float] = None
+    claims: int = 0
+    worker_host: Optional[str] = None
+    worker_env: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    enqueued_at: Optional[float] = None
+    started_at: Optional[float] = None
+    agent_finished_at: Optional[float] = None
+    graded_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    metrics: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    criteria: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    artifacts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    regrades: int = 0
+
+
+TERMINAL_STATES = ("done", "cancelled")
+
+
+@lru_cache(maxsize=8)
+def get_engine(url: str) -> Engine:
+    """One engine per URL per process; SQLite in WAL mode so several processes can share it."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(conn, _record):  # noqa: ANN001
+            cursor = conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=60000")
+            cursor.close()
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    return engine
+
+
+def init_db(url: str) -> Engine:
+    engine = get_engine(url)
+    if url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as exc:
+        raise UserError(f"cannot open the results database: {exc.orig}", field="EVALQ_DATABASE_URL",
+                        fix="check the URL and that the server is running") from None
+    return engine
+
+
+def _insert(engine: Engine):
+    return postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+
+# ------------------------------------------------------------------ planning (CLI side)
+def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow]) -> None:
+    """Insert a study and its planned trials once; re-running the same frozen study is a no-op."""
+    insert = _insert(engine)
+    with Session(engine) as session:
+        existing = session.get(StudyRow, study.id)
+        if existing is not None and existing.lock_digest != study.lock_digest:
+            raise UserError(f"study '{study.id}' already exists with a different lock "
+                            f"({existing.lock_digest[:19]}…)", field="id",
+                            fix="give the changed study a new id; frozen studies are immutable")
+        if existing is None:
+            session.add(study)
+            session.commit()
+        rows = [t.model_dump() for t in trials]
+        for start in range(0, len(rows), 5000):
+            chunk = rows[start:start + 5000]
+            session.execute(insert(TrialRow).values(chunk).on_conflict_do_nothing())
+        session.commit()
+
+
+def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, int],
+                    study_id: str) -> None:
+    """Queued attempt rows, created before their messages are sent (idempotent)."""
+    insert = _insert(engine)
+    now = time.time()
+    rows = [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t], state="queued",
+                 enqueued_at=now, claims=0, regrades=0) for t in trial_ids]
+    with Session(engine) as session:
+        for start in range(0, len(rows), 5000):
+            session.execute(insert(AttemptRow).values(rows[start:start + 5000])
+                            .on_conflict_do_nothing(index_elements=["trial_id", "attempt"]))
+        session.commit()
+
+
+# ------------------------------------------------------------------ leases (agent workers)
+def claim(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float,
+          max_claims: int) -> tuple[bool, str]:
+    """Atomically take the attempt's lease; (False, why) when someone else holds a live one."""
+    now = time.time()
+    with Session(engine) as session:
+        result = session.execute(
+            update(AttemptRow)
+            .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
+                   AttemptRow.outcome.is_(None), AttemptRow.state.in_(("queued", "running")),
+                   AttemptRow.claims < max_claims,
+                   or_(AttemptRow.lease_expires_at.is_(None),
+                       AttemptRow.lease_expires_at < now))
+            .values(lease_owner=owner, lease_expires_at=now + lease_seconds, state="running",
+                    started_at=now, claims=AttemptRow.claims + 1))
+        session.commit()
+        if result.rowcount == 1:
+            return True, "claimed"
+        row = session.exec(select(AttemptRow).where(AttemptRow.trial_id == trial_id,
+                                                    AttemptRow.attempt == attempt)).first()
+        if row is None:
+            return False, "no such attempt"
+        if row.outcome is not None:
+            return False, f"already finished as {row.outcome}"
+        if row.claims >= max_claims:
+            return False, "claim cap reached"
+        if row.state not in ("queued", "running"):
+            return False, f"attempt is {row.state}"
+        return False, f"leased by {row.lease_owner} until {row.lease_expires_at:.0f}"
+
+
+def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float) -> bool:
+    with Session(engine) as session:
+        result = session.execute(
+            update(AttemptRow)
+            .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
+                   AttemptRow.lease_owner == owner, AttemptRow.outcome.is_(None))
+            .values(lease_expires_at=time.time() + lease_seconds))
+        session.commit()
+        return result.rowcount == 1
+
+
+def mark_state(engine: Engine, trial_id: str, attempt: int, **values: Any) -> None:
+    """Progress fields an agent worker may set (never the outcome)."""
+    assert "outcome" not in values
+    with Session(engine) as session:
+        session.execute(update(AttemptRow).where(AttemptRow.trial_id == trial_id,
+                                                 AttemptRow.attempt == attempt,
+                                                 AttemptRow.outcome.is_(None)).values(**values))
+        session.commit()
+
+
+def is_cancelled(engine: Engine, study_id: str) -> bool:
+    with Session(engine) as session:
+        row = session.get(StudyRow, study_id)
+        return bool(row and row.cancelled)
+
+
+# ------------------------------------------------------------------ results service
+RESULT_FIELDS = ("outcome", "reason", "worker_host", "worker_env", "started_at",
+                 "agent_finished_at", "graded_at", "finished_at", "metrics", "criteria",
+                 "artifacts", "grade")
+
+
+def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = False) -> bool:
+    """Upsert one attempt's result. A repeat of a recorded result changes nothing.
+
+    With regrade=True, a grading result replaces the earlier one (the row is kept, its
+    regrade count goes up). Returns True when a row was written.
+    """
+    insert = _insert(engine)
+    values = {k: payload.get(k) for k in RESULT_FIELDS if k in payload}
+    values.update(state="done", lease_expires_at=None)
+    base = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
+                study_id=payload["study_id"], claims=0, regrades=0)
+    statement = insert(AttemptRow).values(**base, **values)
+    table = AttemptRow.__table__
+    update_values = {k: statement.excluded[k] for k in values}
+    if regrade:
+        update_values["regrades"] = table.c.regrades + 1
+        condition = table.c.outcome.isnot(None)
+    else:
+        condition = table.c.outcome.is_(None)
+    statement = statement.on_conflict_do_update(index_elements=["trial_id", "attempt"],
+                                                set_=update_values, where=condition)
+    with Session(engine) as session:
+        result = session.execute(statement)
+        session.commit()
+        return result.rowcount == 1
+
+
+# ------------------------------------------------------------------ reading
+def load_study(engine: Engine, study_id: str) -> StudyRow:
+    with Session(engine) as session:
+        row = session.get(StudyRow, study_id)
+        if row is None:
+            known = [r for r in session.exec(select(StudyRow.id)).all()]
+            raise UserError(f"no study '{study_id}' in the results database",
+                            fix=f"run it first, or use one of: {', '.join(known) or 'none yet'}")
+        return row
+
+
+def trials_of(engine: Engine, study_id: str) -> list[TrialRow]:
+    with Session(engine) as session:
+        return list(session.exec(select(TrialRow).where(TrialRow.study_id == study_id)
+                                 .order_by(TrialRow.order_index)).all())
+
+
+def attempts_of(engine: Engine, study_id: str) -> list[AttemptRow]:
+    with Session(engine) as session:
+        return list(session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)
+                                 .order_by(AttemptRow.trial_id, AttemptRow.attempt)).all())
+
+
+def set_cancelled(engine: Engine, study_id: str) -> int:
+    """Flag the study; queued attempts become 'cancelled', running ones stop at their next poll."""
+    with Session(engine) as session:
+        session.execute(update(StudyRow).where(StudyRow.id == study_id).values(cancelled=True))
+        result = session.execute(update(AttemptRow).where(AttemptRow.study_id == study_id,
+                                                          AttemptRow.state == "queued",
+                                                          AttemptRow.outcome.is_(None))
+                                 .values(state="cancelled"))
+        session.commit()
+        return result.rowcount
+
+
+def count_by(engine: Engine, study_id: str) -> dict[str, int]:
+    with Session(engine) as session:
+        rows = session.execute(select(AttemptRow.state, func.count()).where(
+            AttemptRow.study_id == study_id).group_by(AttemptRow.state)).all()
+        return {state: n for state, n in rows}

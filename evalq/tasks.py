@@ -1,0 +1,33 @@
+"""The three Celery tasks. Messages carry ids and artifact references only (JSON)."""
+
+from __future__ import annotations
+
+import logging
+
+from .queue import app
+
+log = logging.getLogger("evalq.tasks")
+
+
+@app.task(name="evalq.run_trial", bind=True)
+def run_trial(self, ref: dict) -> str:
+    """Agents queue: claim the attempt, run the agent in a fresh profile, hand off to grading."""
+    from .workers.runner import run_trial_message
+
+    return run_trial_message(ref, hostname=self.request.hostname or "")
+
+
+@app.task(name="evalq.grade_trial", bind=True)
+def grade_trial(self, payload: dict) -> str:
+    """Grading queue: hidden tests over the stored final workspace, in the sandbox."""
+    from .graders.service import grade_message
+
+    return grade_message(payload, hostname=self.request.hostname or "")
+
+
+@app.task(name="evalq.record_result")
+def record_result(payload: dict) -> str:
+    """Results queue: the only writer of outcomes (an idempotent upsert)."""
+    from .results import record_message
+
+    return record_message(payload)

@@ -1,0 +1,48 @@
+"""Reading TOML, YAML and JSON documents into plain data with one-line errors."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    """Parse a .toml, .yaml/.yml or .json file; syntax errors name the file and the line."""
+    if not path.is_file():
+        raise UserError("file not found", file=path, fix="check the path")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise UserError(f"unknown file type '{suffix}'", file=path,
+                            fix="use .toml, .yaml, .yml or .json")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot parse: {first}", file=path, fix="correct the syntax") from None
+    if not isinstance(data, dict):
+        raise UserError("the document must be a table/mapping at the top level", file=path)
+    return data
+
+
+def validation_error(exc, path: Path) -> UserError:
+    """Turn the first pydantic error into one line with the field path and a hint."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or None
+    kind = err.get("type", "")
+    fix = {
+        "missing": "add this field",
+        "extra_forbidden": "remove this field or check its spelling",
+    }.get(kind, "see the documented format")
+    return UserError(err.get("msg", "invalid value"), file=path, field=loc, fix=fix)

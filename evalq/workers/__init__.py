@@ -1,0 +1,1 @@
+"""Agent workers: fresh workspaces and profiles, agent adapters, the trial runner."""

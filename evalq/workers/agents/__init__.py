@@ -1,0 +1,31 @@
+"""Agent adapters by name."""
+
+from __future__ import annotations
+
+from ...models import Condition
+from .base import AgentAdapter, AgentContext, AgentResult
+from .scripted import ScriptedAgent
+
+ADAPTERS: dict[str, type[AgentAdapter]] = {ScriptedAgent.name: ScriptedAgent}
+
+
+def register(adapter: type[AgentAdapter]) -> type[AgentAdapter]:
+    ADAPTERS[adapter.name] = adapter
+    return adapter
+
+
+def get_adapter(name: str) -> AgentAdapter:
+    return ADAPTERS[name]()
+
+
+def validate_condition(condition: Condition) -> tuple[str, str, str] | None:
+    """(field, problem, fix) when a condition names an unknown agent or bad settings."""
+    adapter = ADAPTERS.get(condition.agent)
+    if adapter is None:
+        return "agent", f"unknown agent '{condition.agent}'", \
+            f"use one of {', '.join(sorted(ADAPTERS))} (see `evalq agents list`)"
+    return adapter.validate_settings(condition.settings)
+
+
+__all__ = ["ADAPTERS", "AgentAdapter", "AgentContext", "AgentResult", "get_adapter", "register",
+           "validate_condition"]

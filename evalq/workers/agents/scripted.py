@@ -1,0 +1,74 @@
+"""A deterministic scripted agent for demos and tests; it runs as a real child process.
+
+Settings (condition.settings):
+  action = "solution" | "noop" | "sleep" | "patch" | "infra_fail"
+  solution = "correct" | "incorrect"      (action "solution": apply that reference overlay)
+  patch = "<unified diff text>"           (action "patch": applied with `patch -p1`)
+  seconds = <float>                       (action "sleep")
+  usage = {input_tokens=…, output_tokens=…, cache_read_tokens=…, cache_write_tokens=…,
+           cost_usd=…, tool_calls=…}       (reported back as the agent's own usage; absent ⇒ None)
+  fail_attempts = <int>                   (action "infra_fail": attempts up to this number fail)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from ...errors import InfrastructureError
+from ...models import RunMetrics
+from ...proc import ProcResult
+from .base import AgentAdapter, AgentContext, AgentResult
+
+ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail")
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+              "tool_calls", "tool_failures", "turns")
+
+
+class ScriptedAgent(AgentAdapter):
+    name = "scripted"
+    description = "deterministic: applies a reference solution or patch, does nothing, or sleeps"
+
+    @classmethod
+    def validate_settings(cls, settings: dict[str, Any]):
+        action = settings.get("action", "noop")
+        if action not in ACTIONS:
+            return "settings.action", f"unknown scripted action '{action}'", \
+                f"use one of {', '.join(ACTIONS)}"
+        if action == "solution" and settings.get("solution") not in ("correct", "incorrect"):
+            return "settings.solution", "the solution action needs solution = correct|incorrect", \
+                "set solution = \"correct\" or \"incorrect\""
+        if action == "sleep" and not isinstance(settings.get("seconds"), (int, float)):
+            return "settings.seconds", "the sleep action needs a number of seconds", \
+                "set seconds = 5"
+        if action == "patch" and not isinstance(settings.get("patch"), str):
+            return "settings.patch", "the patch action needs the diff text", "set patch = \"…\""
+        return None
+
+    def command(self, ctx: AgentContext) -> list[str]:
+        settings = ctx.settings
+        if settings.get("action") == "infra_fail" and \
+                ctx.attempt <= int(settings.get("fail_attempts", 10**6)):
+            raise InfrastructureError(f"scripted infrastructure failure on attempt {ctx.attempt}")
+        plan = dict(settings)
+        if plan.get("action") == "solution":
+            plan["overlay"] = str(ctx.fixture.solution_dir(plan["solution"]))
+        return [sys.executable, "-m", "evalq.workers.agents.scripted_main", json.dumps(plan)]
+
+    def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
+        events = []
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        final = next((e for e in reversed(events) if e.get("type") == "result"), {})
+        usage = final.get("usage") or {}
+        metrics = RunMetrics(**{k: usage.get(k) for k in USAGE_KEYS})
+        if usage.get("cost_usd") is not None:
+            metrics.reported_cost_usd = usage["cost_usd"]
+        stop = final.get("stop_reason") or ("exit" if proc.exit_code == 0 else "error")
+        return AgentResult(exit_code=proc.exit_code, timed_out=False, stop_reason=stop,
+                           metrics=metrics, transcript=proc.stdout,
+                           final_report=final.get("report"))

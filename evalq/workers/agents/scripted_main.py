@@ -1,0 +1,43 @@
+"""The scripted agent's process: does what its plan says and prints a JSONL event stream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def emit(event: dict) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def main(plan_text: str) -> int:
+    plan = json.loads(plan_text)
+    action = plan.get("action", "noop")
+    workspace = Path.cwd()
+    emit({"type": "start", "action": action})
+    if action == "solution":
+        from evalq.fixtures import apply_overlay
+
+        changed = apply_overlay(Path(plan["overlay"]), workspace)
+        emit({"type": "tool", "name": "edit", "files": changed})
+        report = f"Applied the {plan['solution']} reference solution; the task is done."
+    elif action == "patch":
+        done = subprocess.run(["patch", "-p1", "--batch"], input=plan["patch"].encode(),
+                              cwd=workspace, capture_output=True)
+        emit({"type": "tool", "name": "patch", "exit": done.returncode})
+        report = "Applied the patch; the task is done."
+    elif action == "sleep":
+        time.sleep(float(plan["seconds"]))
+        report = f"Slept {plan['seconds']} s."
+    else:
+        report = "Did nothing; the task is done."
+    emit({"type": "result", "stop_reason": "completed", "report": report,
+          "usage": plan.get("usage")})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,45 @@
+"""The run's diff against the fixture's initial workspace, as a unified diff (SPEC R4)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+MAX_DIFF_CHARS = 2_000_000
+
+
+def _files(root: Path) -> dict[str, Path]:
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def _text(path: Path | None) -> list[str] | None:
+    if path is None:
+        return []
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None
+    return data.decode("utf-8", "replace").splitlines(keepends=True)
+
+
+def workspace_diff(before: Path, after: Path) -> str:
+    old, new = _files(before), _files(after)
+    chunks: list[str] = []
+    size = 0
+    for rel in sorted(set(old) | set(new)):
+        a, b = old.get(rel), new.get(rel)
+        if a is not None and b is not None and a.read_bytes() == b.read_bytes():
+            continue
+        a_lines, b_lines = _text(a), _text(b)
+        if a_lines is None or b_lines is None:
+            chunk = f"Binary files a/{rel} and b/{rel} differ\n"
+        else:
+            chunk = "".join(difflib.unified_diff(
+                a_lines, b_lines, fromfile=f"a/{rel}" if a else "/dev/null",
+                tofile=f"b/{rel}" if b else "/dev/null"))
+        size += len(chunk)
+        if size > MAX_DIFF_CHARS:
+            chunks.append(f"... diff truncated at {MAX_DIFF_CHARS} characters\n")
+            break
+        chunks.append(chunk)
+    return "".join(chunks)

@@ -1,0 +1,34 @@
+"""Who ran an attempt: host and environment, so differing worker environments can be flagged."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+from functools import lru_cache
+
+from .. import __version__
+
+
+@lru_cache(maxsize=1)
+def worker_environment() -> dict:
+    from .agents import ADAPTERS
+
+    tools = {}
+    for name, adapter in sorted(ADAPTERS.items()):
+        version = getattr(adapter, "version", None)
+        tools[name] = version() if callable(version) else None
+    return {
+        "os": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "evalq": __version__,
+        "agents": tools,
+    }
+
+
+def host_name(celery_hostname: str = "") -> str:
+    """The Celery node name's host part (workers may be given names), else the machine's."""
+    if "@" in celery_hostname:
+        return celery_hostname.split("@", 1)[1]
+    return celery_hostname or socket.gethostname() or sys.platform

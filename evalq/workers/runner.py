@@ -1,0 +1,191 @@
+"""One attempt of one trial on an agent worker: claim, run the agent, store artifacts, hand off.
+
+A delivery is not a licence to run: the attempt is claimed through a database lease first, and
+the lease is renewed by a heartbeat while the agent runs. A duplicate delivery finds the live
+lease and leaves without doing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from ..artifacts import open_store
+from ..config import Settings, load_settings
+from ..errors import EvalqError, InfrastructureError
+from ..fixture_cache import cached_fixture
+from ..fixtures import materialize
+from ..graders.workspace import pack_workspace
+from ..models import Condition, Limits, StudyManifest
+from ..store import claim, init_db, is_cancelled, mark_state, renew
+from .agents import AgentContext, get_adapter
+from .diff import workspace_diff
+from .identity import host_name, worker_environment
+from .profile import new_profile
+
+log = logging.getLogger("evalq.runner")
+
+
+class Heartbeat(threading.Thread):
+    """Renews the lease every third of its length until stopped."""
+
+    def __init__(self, engine, ref: dict, owner: str, lease_seconds: float):
+        super().__init__(daemon=True)
+        self.engine, self.ref, self.owner, self.lease = engine, ref, owner, lease_seconds
+        self.stopped = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.lease / 3):
+            try:
+                if not renew(self.engine, self.ref["trial_id"], self.ref["attempt"], self.owner,
+                             self.lease):
+                    self.lost = True
+            except Exception as exc:  # database blip: keep trying until the lease runs out
+                log.warning("lease renewal failed: %s", exc)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
+    """The tighter of the fixture's own limits and the study's budgets."""
+    budget = manifest.budgets
+
+    def tighter(a, b):
+        return b if a is None else a if b is None else min(a, b)
+
+    return Limits(wall_seconds=tighter(fixture_limits.wall_seconds, budget.wall_seconds),
+                  max_steps=tighter(fixture_limits.max_steps, budget.max_steps),
+                  max_cost_usd=tighter(fixture_limits.max_cost_usd, budget.max_cost_usd))
+
+
+def _send(task_name: str, payload: dict) -> None:
+    from ..queue import app
+
+    app.send_task(task_name, args=[payload])
+
+
+def _result_payload(ref: dict, **fields) -> dict:
+    base = {k: ref[k] for k in ("study_id", "trial_id", "attempt", "fixture_id", "condition",
+                                "repetition", "fixture_ref", "fixture_digest")}
+    base.update(fields)
+    return base
+
+
+class _StopPoll:
+    """Cheap cancellation check: asks the database at most every few seconds."""
+
+    def __init__(self, engine, study_id: str, heartbeat: Heartbeat, every: float = 2.0):
+        self.engine, self.study_id, self.heartbeat, self.every = engine, study_id, heartbeat, every
+        self.last = 0.0
+        self.reason: str | None = None
+
+    def __call__(self) -> bool:
+        if self.heartbeat.lost:
+            self.reason = "lease lost"
+            return True
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            try:
+                if is_cancelled(self.engine, self.study_id):
+                    self.reason = "study cancelled"
+                    return True
+            except Exception:
+                return False
+        return False
+
+
+def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None = None) -> str:
+    settings = settings or load_settings()
+    engine = init_db(settings.database_url)
+    host = host_name(hostname)
+    owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    manifest = StudyManifest.model_validate(ref["manifest"]) if "manifest" in ref else None
+    ok, why = claim(engine, ref["trial_id"], ref["attempt"], owner, settings.lease_seconds,
+                    max_claims=ref.get("max_claims", 3))
+    if not ok:
+        log.info("not running %s#%s: %s", ref["trial_id"], ref["attempt"], why)
+        if why == "claim cap reached":
+            _send("evalq.record_result", _result_payload(
+                ref, outcome="infrastructure_failure", worker_host=host,
+                reason="the trial was claimed too many times (its worker keeps dying)"))
+        return why
+    heartbeat = Heartbeat(engine, ref, owner, settings.lease_seconds)
+    heartbeat.start()
+    started = time.time()
+    common = dict(worker_host=host, worker_env=worker_environment(), started_at=started)
+    profile = None
+    try:
+        store = open_store(settings.artifacts_url)
+        fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
+                                 ref["fixture_digest"])
+        if manifest is None:
+            from ..store import load_study
+
+            manifest = StudyManifest.model_validate(load_study(engine, ref["study_id"]).manifest)
+        condition = next(c for c in manifest.conditions if c.name == ref["condition"])
+        limits = effective_limits(fixture.spec.limits, manifest)
+        profile = new_profile(settings.home / "runs")
+        materialize(fixture, profile.workspace)
+        stop = _StopPoll(engine, ref["study_id"], heartbeat)
+        ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
+                           prompt=fixture.spec.prompt.strip(), limits=limits,
+                           attempt=ref["attempt"], should_stop=stop)
+        result = get_adapter(condition.agent).run(ctx)
+        if stop.reason == "study cancelled":
+            mark_state(engine, ref["trial_id"], ref["attempt"], state="cancelled",
+                       lease_expires_at=None)
+            return "cancelled"
+        if stop.reason == "lease lost":
+            return "lease lost to another worker"
+        artifacts = _store_artifacts(store, fixture, profile, result)
+        finished = time.time()
+        payload = _result_payload(ref, **common, agent_finished_at=finished,
+                                  metrics=result.metrics.model_dump(mode="json"),
+                                  artifacts=artifacts)
+        if result.timed_out:
+            payload.update(outcome="timed_out", reason=result.stop_reason)
+            _send("evalq.record_result", payload)
+            return "timed_out"
+        mark_state(engine, ref["trial_id"], ref["attempt"], state="grading",
+                   agent_finished_at=finished, artifacts=artifacts)
+        _send("evalq.grade_trial", payload)
+        return "sent to grading"
+    except (EvalqError, OSError, StopIteration) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("infrastructure failure in %s#%s: %s", ref["trial_id"], ref["attempt"], reason)
+        _send("evalq.record_result", _result_payload(ref, **common, outcome=
+                                                     "infrastructure_failure", reason=reason))
+        return "infrastructure_failure"
+    finally:
+        heartbeat.stop()
+        if profile is not None:
+            profile.cleanup()
+
+
+def _store_artifacts(store, fixture, profile, result) -> dict:
+    """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference."""
+    refs = {"workspace": store.put(pack_workspace(profile.workspace))}
+    with tempfile.TemporaryDirectory(prefix="evalq-initial-") as tmp:
+        initial = materialize(fixture, Path(tmp) / "ws")
+        refs["diff"] = store.put(workspace_diff(initial, profile.workspace).encode())
+    refs["stdout"] = store.put(result.stdout)
+    refs["stderr"] = store.put(result.stderr)
+    if result.transcript is not None:
+        refs["transcript"] = store.put(result.transcript)
+    if result.final_report is not None:
+        refs["final_report"] = store.put(result.final_report.encode())
+    refs["metrics"] = store.put(json.dumps(result.metrics.model_dump(mode="json"),
+                                           sort_keys=True).encode())
+    return refs
+
+
+__all__ = ["run_trial_message", "effective_limits", "InfrastructureError"]

@@ -1,0 +1,47 @@
+"""Blocked randomization (SPEC S4)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from evalq.plan import plan_trials
+
+FIXTURES = [f"task-{i}" for i in range(7)]
+CONDITIONS = ["baseline", "candidate", "third"]
+
+
+def test_same_seed_same_order():
+    a = plan_trials("s", FIXTURES, CONDITIONS, 4, seed=123)
+    b = plan_trials("s", list(FIXTURES), list(CONDITIONS), 4, seed=123)
+    assert [t.trial_id for t in a] == [t.trial_id for t in b]
+
+
+def test_different_seed_different_order():
+    a = plan_trials("s", FIXTURES, CONDITIONS, 4, seed=1)
+    b = plan_trials("s", FIXTURES, CONDITIONS, 4, seed=2)
+    assert [t.trial_id for t in a] != [t.trial_id for t in b]
+    assert sorted(t.trial_id for t in a) == sorted(t.trial_id for t in b)
+
+
+def test_blocks_are_balanced_and_complete():
+    trials = plan_trials("s", FIXTURES, CONDITIONS, 5, seed=99)
+    assert len(trials) == len(FIXTURES) * len(CONDITIONS) * 5
+    assert len({t.trial_id for t in trials}) == len(trials)
+    cells = len(FIXTURES) * len(CONDITIONS)
+    for block in range(5):
+        chunk = trials[block * cells:(block + 1) * cells]
+        assert {t.block for t in chunk} == {block}
+        assert Counter((t.fixture_id, t.condition) for t in chunk) == Counter(
+            {(f, c): 1 for f in FIXTURES for c in CONDITIONS})
+        assert Counter(t.condition for t in chunk) == {c: len(FIXTURES) for c in CONDITIONS}
+    assert [t.order_index for t in trials] == list(range(len(trials)))
+
+
+def test_order_within_blocks_is_actually_shuffled():
+    trials = plan_trials("s", FIXTURES, CONDITIONS, 3, seed=5)
+    cells = len(FIXTURES) * len(CONDITIONS)
+    blocks = [[(t.fixture_id, t.condition) for t in trials[b * cells:(b + 1) * cells]]
+              for b in range(3)]
+    natural = [(f, c) for f in FIXTURES for c in CONDITIONS]
+    assert all(block != natural for block in blocks)
+    assert blocks[0] != blocks[1] != blocks[2]
