@@ -64,11 +64,14 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
                 output_limit: int, preexec: Callable[[], None] | None = None,
                 stdin: bytes | None = None, grace_seconds: float = 2.0,
                 on_kill: Callable[[], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> ProcResult:
+                should_stop: Callable[[], bool] | None = None,
+                terminate: Callable[[subprocess.Popen], None] | None = None) -> ProcResult:
     """Run argv in its own session; on timeout, output overflow or should_stop, kill the group.
 
     SIGTERM first, then SIGKILL after `grace_seconds`; `on_kill` lets the caller kill what left
-    the group (a cgroup, a container). Output beyond `output_limit` bytes per stream is dropped.
+    the group (a cgroup, a container); `terminate` replaces the SIGTERM step for callers that
+    must stop their tree in a particular order. Output beyond `output_limit` bytes per stream
+    is dropped.
     """
     started = time.monotonic()
     stop_reason: dict[str, bool] = {"output": False}
@@ -102,7 +105,10 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
             break
         exceeded.wait(min(0.05, deadline - now))
     if proc.poll() is None:
-        kill_group(proc.pid, signal.SIGTERM)
+        if terminate is not None:
+            terminate(proc)
+        else:
+            kill_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(grace_seconds)
         except subprocess.TimeoutExpired:

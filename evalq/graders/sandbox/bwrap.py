@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import shutil
 from pathlib import Path
 
@@ -44,6 +45,29 @@ def _own_for_nobody(root: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             os.lchown(os.path.join(dirpath, name), NOBODY, NOBODY)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def stop_from_inside(proc) -> None:
+    """Kill the namespace's init first, so the outer bwrap reaps it and exits by itself.
+
+    Killing the outer bwrap first would orphan its child to the host's init, which on some
+    hosts never reaps it (a zombie per timed-out grading).
+    """
+    for child in _children(proc.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 class BwrapSandbox(Sandbox):
@@ -95,7 +119,8 @@ class BwrapSandbox(Sandbox):
         try:
             result = run_bounded(bwrap, env=dict(env), cwd="/", timeout=limits.timeout_seconds,
                                  output_limit=limits.output_limit_bytes, preexec=preexec,
-                                 on_kill=kill_rest, grace_seconds=0.5)
+                                 on_kill=kill_rest, grace_seconds=5.0,
+                                 terminate=stop_from_inside)
             limit_hit = group.limit_hit() if group is not None else None
         except OSError as exc:
             raise SandboxError(f"bubblewrap could not start: {exc}") from exc
