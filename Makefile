@@ -18,6 +18,7 @@ sandbox:
 	bash scripts/ensure-sandbox.sh
 
 docker: sandbox
+	bash scripts/ensure-sandbox.sh --test
 	bash scripts/ensure-docker.sh
 	bash scripts/build-grader-images.sh
 

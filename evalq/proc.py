@@ -65,7 +65,8 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
                 stdin: bytes | None = None, grace_seconds: float = 2.0,
                 on_kill: Callable[[], None] | None = None,
                 should_stop: Callable[[], bool] | None = None,
-                terminate: Callable[[subprocess.Popen], None] | None = None) -> ProcResult:
+                terminate: Callable[[subprocess.Popen], None] | None = None,
+                pass_fds: tuple[int, ...] = ()) -> ProcResult:
     """Run argv in its own session; on timeout, output overflow or should_stop, kill the group.
 
     SIGTERM first, then SIGKILL after `grace_seconds`; `on_kill` lets the caller kill what left
@@ -77,7 +78,8 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
     stop_reason: dict[str, bool] = {"output": False}
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if stdin else
                             subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=preexec, close_fds=True)
+                            start_new_session=True, preexec_fn=preexec, close_fds=True,
+                            pass_fds=pass_fds)
     exceeded = threading.Event()
 
     def flag_output() -> None:

@@ -9,6 +9,10 @@ command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+# With --test: what only the test suite needs (headless Chromium for the HTML report check).
+if [ "${1:-}" = "--test" ]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "evalq: missing ${need[*]}; install them (as root: apt-get install -y ${need[*]})" >&2

@@ -1,4 +1,9 @@
-"""The report as plain data (the JSON report's shape); every format renders this one result."""
+"""The report as plain data (the JSON report's shape); every format renders this one result.
+
+Schema 2 adds to the outcome counts: metrics with bootstrap CIs per condition, paired
+comparisons with pinned-input compatibility, reliability, power warning, cost, tokens,
+per-track grouping and a task x condition grid. Missing numbers are null with a reason.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,20 @@ from collections import Counter
 from typing import Any
 
 from .. import __version__
+from ..analysis.compare import Pair, compare_pairs
+from ..analysis.cost import condition_cost, condition_tokens, skill_activation
+from ..analysis.metrics import METRIC_OUTCOMES, condition_metrics, task_values
+from ..analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
+from ..analysis.reliability import reliability as reliability_block
+from ..analysis.runs import IMPORTED, Run, condition_names, study_runs
 from ..models import OUTCOMES
-from ..store import attempts_of, load_study, trials_of
-from .attempts import VALID, TrialView, trial_views
+from ..stats import ci_half_width, power_warning
+from ..stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
+from ..tracks import UNTRACKED, group_by_track, task_labels
+from .attempts import VALID, TrialView
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
+COMMIT_COMPARISON = "commit-comparison"
 
 
 def _outcome_counts(outcomes) -> dict[str, int]:
@@ -36,28 +50,233 @@ def condition_summary(views: list[TrialView]) -> dict[str, Any]:
     }
 
 
-def compute_report(engine, study_id: str) -> dict[str, Any]:
-    study = load_study(engine, study_id)
-    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-    condition_names = [c["name"] for c in study.manifest["conditions"]]
-    conditions = {name: condition_summary([v for v in views if v.condition == name])
-                  for name in condition_names}
+def _k(study) -> int:
+    return int(study.manifest.get("repetitions") or 1)
+
+
+def _pairs(study, runs: list[Run], names: list[str]) -> list[Pair]:
+    """Hypotheses define the comparisons; without any, the first condition is the baseline."""
+    primary_default = tuple(study.manifest.get("primary_metrics") or ("tpr",))
+    wanted: dict[tuple[str, str], dict] = {}
+    for hyp in study.manifest.get("hypotheses") or []:
+        entry = wanted.setdefault((hyp["baseline"], hyp["candidate"]),
+                                  {"primary": [], "hypotheses": []})
+        entry["hypotheses"].append(hyp)
+        if hyp.get("primary", True):
+            entry["primary"].append(hyp["metric"])
+    if not wanted:
+        for other in names[1:]:
+            wanted[(names[0], other)] = {"primary": list(primary_default), "hypotheses": []}
+    return [Pair(baseline=b, candidate=c,
+                 baseline_runs=[r for r in runs if r.condition == b],
+                 candidate_runs=[r for r in runs if r.condition == c],
+                 primary=tuple(e["primary"]), hypotheses=tuple(e["hypotheses"]))
+            for (b, c), e in wanted.items()]
+
+
+def _within_ignore(study, baseline: str, candidate: str) -> tuple[str, ...]:
+    """What two conditions of one study may differ in: commit, settings, an explicit model."""
+    conds = {c["name"]: c for c in study.manifest.get("conditions", [])}
+    ignore = INTERVENTION + ("settings_digest",)
+    a, b = conds.get(baseline, {}), conds.get(candidate, {})
+    if a.get("model") and b.get("model") and a["model"] != b["model"]:
+        ignore += ("model_id",)
+    return ignore
+
+
+def _group_report(study, runs: list[Run], names: list[str], *, tests: bool, seed: int,
+                  n_resamples: int) -> dict[str, Any]:
+    k = _k(study)
+    conditions = {}
+    for name in names:
+        mine = [r for r in runs if r.condition == name]
+        conditions[name] = {
+            "outcomes": _outcome_counts(r.outcome for r in mine),
+            "metrics": condition_metrics(mine, k, seed=seed, n_resamples=n_resamples),
+        }
+    comparisons = compare_pairs(_pairs(study, runs, names), k, tests=tests, seed=seed,
+                                n_resamples=n_resamples)
+    for comp in comparisons:
+        base = pinned_inputs(study, comp["baseline"], [r for r in runs
+                                                      if r.condition == comp["baseline"]])
+        cand = pinned_inputs(study, comp["candidate"], [r for r in runs
+                                                       if r.condition == comp["candidate"]])
+        fields = incompatible_fields(base, cand, _within_ignore(study, comp["baseline"],
+                                                                comp["candidate"]))
+        comp.update(compatible=not fields, incompatible_fields=fields,
+                    pinned={"baseline": base, "candidate": cand})
+    return {"conditions": conditions, "comparisons": comparisons}
+
+
+def _power(runs: list[Run], names: list[str], groups: dict[str, dict]) -> tuple[bool, list[str]]:
+    tasks_per_condition = []
+    cells = []
+    for name in names:
+        mine = [r for r in runs if r.condition == name]
+        valid: Counter = Counter()
+        for r in mine:
+            valid[r.task] += r.passed is not None
+        tasks_per_condition.append(sum(1 for n in valid.values() if n))
+        cells += list(valid.values())
+    widths: dict[str, float | None] = {}
+    for track, group in groups.items():
+        prefix = "" if len(groups) == 1 else f"{track}: "
+        for comp in group["comparisons"]:
+            for metric, values in comp["metrics"].items():
+                if values["primary"]:
+                    widths[f"{prefix}{metric} {comp['candidate']} - {comp['baseline']}"] = \
+                        ci_half_width(values["ci_low"], values["ci_high"])
+                    for side in (comp["baseline"], comp["candidate"]):
+                        m = group["conditions"][side]["metrics"][metric]
+                        widths[f"{prefix}{metric} {side}"] = ci_half_width(m["ci_low"],
+                                                                            m["ci_high"])
+    return power_warning(min(tasks_per_condition, default=0), cells, widths)
+
+
+def _task_grid(runs: list[Run], names: list[str], labels: dict, k: int) -> dict[str, Any]:
+    grid: dict[str, Any] = {}
+    for task in sorted({r.task for r in runs}):
+        label = labels.get(task, {})
+        rates = {}
+        for name in names:
+            values = task_values([r for r in runs if r.task == task and r.condition == name],
+                                 "tpr", k)
+            rates[name] = values.get(task)
+        grid[task] = {"track": label.get("track", UNTRACKED), "split": label.get("split"),
+                      "suitable": label.get("suitable", True), "pass_rate": rates}
+    return grid
+
+
+def _primary_outcomes(study, comparisons) -> tuple[str, ...]:
+    metrics = set(study.manifest.get("primary_metrics") or ())
+    for comp in comparisons:
+        metrics |= {m for m, v in comp["metrics"].items() if v["primary"]}
+    out: list[str] = []
+    for metric in sorted(metrics):
+        for outcome in METRIC_OUTCOMES.get(metric, ()):
+            if outcome not in out:
+                out.append(outcome)
+    return tuple(out)
+
+
+def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
+    v, m = run.view, run.counted_metrics
+    return {"trial_id": v.trial_id, "fixture": v.fixture_id, "condition": v.condition,
+            "repetition": v.repetition, "order": v.order_index, "outcome": v.outcome,
+            "first_outcome": v.first.outcome if v.first else None,
+            "attempts": len(v.attempts), "passed": run.passed,
+            "track": labels.get(run.task, {}).get("track", UNTRACKED),
+            "split": labels.get(run.task, {}).get("split"),
+            "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
+            "cost_usd": m.get("cost_usd"),
+            "accounting_complete": None if v.counted is None else None not in (
+                m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
+            "duration_seconds": m.get("duration_seconds")}
+
+
+def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons) -> dict[str, Any]:
+    reasons = []
+    if not tests:
+        reasons.append("commit-comparison mode reports uncertainty (CIs) only")
+    if warn:
+        reasons.append("power_warning is set")
+    if low_rel:
+        reasons.append("inter-rater reliability is low (kappa < 0.6 on a primary outcome)")
+    if any(not c["compatible"] for c in comparisons):
+        reasons.append("a compared pair differs in pinned inputs")
+    if mode == "workflow-lift":
+        reasons.append("workflow-lift mode: the difference is the whole workflow packet, "
+                       "not the workflow document alone")
+    status = "descriptive" if not tests else ("exploratory" if reasons else "confirmatory")
+    return {"status": status, "reasons": reasons}
+
+
+def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
+    study, runs = study_runs(engine, study_id)
+    views = [r.view for r in runs]
+    names = condition_names(study)
+    mode = study.mode
+    tests = mode != COMMIT_COMPARISON
+    seed = int(study.manifest.get("seed") or 0)
+    labels = task_labels(study)
+    k = _k(study)
+    tracks = group_by_track((r.task for r in runs), labels)
+    groups = {track: _group_report(study, [r for r in runs if r.task in set(tasks)], names,
+                                   tests=tests, seed=seed, n_resamples=n_resamples)
+              for track, tasks in tracks.items()}
+    pooled = len(groups) == 1
+    conditions = {}
+    for name in names:
+        mine = [r for r in runs if r.condition == name]
+        summary = condition_summary([r.view for r in mine])
+        if pooled:
+            summary["metrics"] = next(iter(groups.values()))["conditions"][name]["metrics"]
+        else:
+            summary["metrics"] = {m: {"estimate": None, "ci_low": None, "ci_high": None,
+                                      "n_tasks": 0, "k": k,
+                                      "reason": "reported per track; results are never "
+                                                "aggregated across tracks"}
+                                  for m in next(iter(groups.values()))["conditions"][name]
+                                  ["metrics"]}
+        cond_def = next((c for c in study.manifest.get("conditions", [])
+                         if c.get("name") == name), {})
+        summary["tokens"] = condition_tokens(mine)
+        summary["skill_activation"] = skill_activation(mine, cond_def.get("skill"))
+        conditions[name] = summary
+    comparisons = []
+    for track, group in groups.items():
+        for comp in group["comparisons"]:
+            comparisons.append(dict(comp, track=track))
+    track_block = {}
+    for track, tasks in tracks.items():
+        split = Counter(labels.get(t, {}).get("split") or "unlabelled" for t in tasks)
+        unsuitable = [t for t in tasks if labels.get(t, {}).get("suitable") is False]
+        track_block[track] = {
+            "tasks": tasks, "splits": dict(split), "unsuitable_tasks": unsuitable,
+            "correct_exclusions": {n: sum(1 for r in runs if r.condition == n
+                                          and r.task in unsuitable and r.outcome == "correct")
+                                   for n in names},
+            "conditions": groups[track]["conditions"]}
+    reliability = reliability_block(runs, names, _primary_outcomes(study, comparisons))
+    warn, warn_reasons = _power(runs, names, groups)
     finished = sum(1 for v in views if v.outcome is not None)
     return {
         "schema_version": SCHEMA_VERSION,
         "evalq_version": __version__,
-        "study": {"id": study.id, "mode": study.mode, "lock_digest": study.lock_digest,
+        "study": {"id": study.id, "mode": mode, "lock_digest": study.lock_digest,
                   "seed": study.manifest.get("seed"),
                   "repetitions": study.manifest.get("repetitions"),
                   "fixtures": sorted({v.fixture_id for v in views}),
-                  "cancelled": study.cancelled},
+                  "cancelled": study.cancelled,
+                  "source": IMPORTED if (study.lock or {}).get("source") == IMPORTED
+                  else "evalq",
+                  "hypotheses": study.manifest.get("hypotheses") or [],
+                  "primary_metrics": study.manifest.get("primary_metrics") or []},
         "trials": {"planned": len(views), "finished": finished, "pending": len(views) - finished},
         "counting": "first valid attempt (correct, incorrect or timed_out), else the latest "
                     "failure; first-attempt figures are reported beside it",
+        "inference": {"tests": tests, "bootstrap": {"method": BOOTSTRAP_METHOD,
+                                                    "n_resamples": n_resamples,
+                                                    "confidence": 0.95, "seed": seed,
+                                                    "unit": "task"},
+                      "permutation": ({"alternative": "two-sided", "n_permutations": 10000,
+                                       "exact_when_tasks_at_most": 16,
+                                       "multiplicity": "holm over the primary family"}
+                                      if tests else None),
+                      "note": ("commit-comparison mode: uncertainty only (95% CIs); "
+                               "no hypothesis tests are run" if not tests else None)},
         "conditions": conditions,
-        "trial_rows": [{"trial_id": v.trial_id, "fixture": v.fixture_id,
-                        "condition": v.condition, "repetition": v.repetition,
-                        "order": v.order_index, "outcome": v.outcome,
-                        "first_outcome": v.first.outcome if v.first else None,
-                        "attempts": len(v.attempts)} for v in views],
+        "comparisons": comparisons,
+        "tracks": track_block,
+        "task_grid": _task_grid(runs, names, labels, k),
+        "reliability": reliability["outcomes"],
+        "low_reliability": reliability["low_reliability"],
+        "reliability_reasons": reliability["reasons"],
+        "reliability_note": reliability["note"],
+        "power_warning": warn,
+        "power_warning_reasons": warn_reasons,
+        "cost": {name: condition_cost([r for r in runs if r.condition == name])
+                 for name in names},
+        "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons),
+        "trial_rows": [_trial_row(r, labels) for r in runs],
     }

@@ -1,30 +1,211 @@
-"""Markdown rendering of a computed report. Missing numbers read 'unavailable', never 0."""
+"""Markdown rendering of a computed report. Missing numbers read 'unavailable', never 0.
+
+In commit-comparison mode the report shows intervals only: no test results and no wording
+that claims or denies an effect.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.metrics import LABELS, METRICS
+from ..analysis.pinned import describe
 from ..models import OUTCOMES
+from . import fmt
+
+fmt_rate = fmt.rate  # kept for callers of the first report version
 
 
-def fmt_rate(value: float | None) -> str:
-    return "unavailable" if value is None else f"{value:.1%}"
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    study, trials = report["study"], report["trials"]
+def _header(report: dict[str, Any]) -> list[str]:
+    study, trials, claims = report["study"], report["trials"], report["claims"]
+    lock = study["lock_digest"] or ""
     lines = [f"# evalq report: {study['id']}", "",
              f"- mode: {study['mode']}; seed {study['seed']}; {study['repetitions']} "
-             f"repetitions; lock `{study['lock_digest'][:23]}…`",
+             f"repetitions; lock `{lock[:23]}…`; source {study['source']}",
              f"- trials: {trials['planned']} planned, {trials['finished']} finished, "
-             f"{trials['pending']} pending", f"- counting: {report['counting']}", "",
-             "## Outcomes per condition", "",
+             f"{trials['pending']} pending", f"- counting: {report['counting']}",
+             f"- claims: **{claims['status']}**"
+             + (f" ({'; '.join(claims['reasons'])})" if claims["reasons"] else ""),
+             f"- power_warning: **{'yes' if report['power_warning'] else 'no'}**"
+             + (f" ({'; '.join(report['power_warning_reasons'])})"
+                if report["power_warning_reasons"] else "")]
+    boot = report["inference"]["bootstrap"]
+    lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
+                 f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")
+    if report["inference"]["tests"]:
+        lines.append("- tests: two-sided paired permutation test (exact up to 16 tasks, else "
+                     "10,000 random sign flips); Holm-Bonferroni over the primary family")
+    else:
+        lines.append(f"- {report['inference']['note']}")
+    return lines + [""]
+
+
+def _outcomes(report: dict[str, Any]) -> list[str]:
+    lines = ["## Outcomes per condition", "",
              "| condition | " + " | ".join(OUTCOMES) + " | success rate | first-attempt rate |",
              "|---|" + "---|" * (len(OUTCOMES) + 2)]
     for name, summary in report["conditions"].items():
         counts = " | ".join(str(summary["outcomes"][o]) for o in OUTCOMES)
-        lines.append(f"| {name} | {counts} | {fmt_rate(summary['success_rate'])} | "
-                     f"{fmt_rate(summary['first_attempt']['success_rate'])} |")
-    lines += ["", "Grading and infrastructure failures are counted apart and never as "
-              "incorrect; success rate = correct / (correct + incorrect + timed_out).", ""]
+        lines.append(f"| {name} | {counts} | {fmt.rate(summary['success_rate'])} | "
+                     f"{fmt.rate(summary['first_attempt']['success_rate'])} |")
+    return lines + ["", "Grading and infrastructure failures are counted apart and never as "
+                    "incorrect; success rate = correct / (correct + incorrect + timed_out).", ""]
+
+
+def _metrics_table(conditions: dict[str, Any]) -> list[str]:
+    names = list(conditions)
+    lines = ["| metric | k | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for metric in METRICS:
+        cells = [fmt.estimate(conditions[n]["metrics"][metric]) for n in names]
+        k = conditions[names[0]]["metrics"][metric].get("k") if names else None
+        lines.append(f"| {LABELS[metric]} | {k} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _metrics(report: dict[str, Any]) -> list[str]:
+    lines = ["## Metrics per condition (estimate [95% CI])", ""]
+    tracks = report["tracks"]
+    if len(tracks) == 1:
+        return lines + _metrics_table(report["conditions"])
+    lines.append("This study has several tracks; metrics are reported per track and never "
+                 "aggregated across them.")
+    lines.append("")
+    for track, block in tracks.items():
+        lines += [f"### Track: {track}", ""] + _metrics_table(block["conditions"])
+    return lines
+
+
+def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list[str]:
+    title = f"### {comp['candidate']} - {comp['baseline']}"
+    if several_tracks:
+        title += f" (track {comp['track']})"
+    ids = ", ".join(h["id"] for h in comp["hypotheses"])
+    lines = [title, ""]
+    if ids:
+        lines.append(f"- hypotheses: {ids}")
+    if comp["compatible"]:
+        lines.append("- pinned inputs: compatible")
+    else:
+        lines.append("- pinned inputs: **INCOMPATIBLE** (differ in "
+                     f"{', '.join(comp['incompatible_fields'])}); this is not a like-for-like "
+                     "comparison")
+    lines.append("")
+    head = "| metric | primary | tasks | delta | 95% CI |"
+    rule = "|---|---|---|---|---|"
+    if tests:
+        head += " p (permutation) | p (Holm) |"
+        rule += "---|---|"
+    lines += [head, rule]
+    for metric, m in comp["metrics"].items():
+        row = (f"| {LABELS[metric]} | {'yes' if m['primary'] else 'no'} | {m['n_tasks']} | "
+               f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])} | "
+               f"{fmt.interval(m['ci_low'], m['ci_high'], True)} |")
+        if tests:
+            row += f" {fmt.number(m['p_value'], 4)} | " + (
+                fmt.number(m["p_holm"], 4) if m["primary"] else "descriptive") + " |"
+        lines.append(row)
+    lines.append("")
+    for metric, m in comp["metrics"].items():
+        if m["primary"] and m["per_task"]:
+            lines.append(f"Per-task differences in {LABELS[metric]}: " + ", ".join(
+                f"{t} {fmt.signed(d)}" for t, d in m["per_task"].items()))
+            lines.append("")
+    pinned = comp["pinned"]
+    lines += ["| pinned input | baseline | candidate |", "|---|---|---|"]
+    for key in sorted(pinned["baseline"]):
+        lines.append(f"| {key} | {describe(pinned['baseline'][key])} | "
+                     f"{describe(pinned['candidate'].get(key))} |")
+    return lines + [""]
+
+
+def _comparisons(report: dict[str, Any]) -> list[str]:
+    lines = ["## Paired comparisons (candidate - baseline, per-task differences)", ""]
+    if not report["comparisons"]:
+        return lines + ["No comparison: the study has one condition.", ""]
+    for comp in report["comparisons"]:
+        lines += _comparison(comp, report["inference"]["tests"], len(report["tracks"]) > 1)
+    return lines
+
+
+def _grid(report: dict[str, Any]) -> list[str]:
+    names = list(report["conditions"])
+    lines = ["## Task x condition pass rate", "",
+             "| task | track | split | " + " | ".join(names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for task, row in report["task_grid"].items():
+        split = row["split"] or "unlabelled"
+        if row["suitable"] is False:
+            split += " (unsuitable: a correct exclusion counts as correct)"
+        lines.append(f"| {task} | {row['track']} | {split} | "
+                     + " | ".join(fmt.rate(row["pass_rate"][n]) for n in names) + " |")
+    return lines + [""]
+
+
+def _cost(report: dict[str, Any]) -> list[str]:
+    lines = ["## Cost and tokens", "",
+             "| condition | total cost (complete runs) | cost per success | incomplete runs | "
+             "input tokens | output tokens | cache read | cache write |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, cost in report["cost"].items():
+        tokens = report["conditions"][name]["tokens"]
+
+        def tok(key: str) -> str:
+            t = tokens[key]
+            text = fmt.count(t["total"])
+            return text + (f" ({t['runs_missing']} runs unreported)" if t["runs_missing"]
+                           and t["total"] is not None else "")
+
+        lines.append(f"| {name} | {fmt.usd(cost['total'])} | "
+                     f"{fmt.with_reason(fmt.usd(cost['per_success']), cost['per_success_reason'])}"
+                     f" | {cost['incomplete_runs']} of {cost['attempts']} | {tok('input_tokens')} | "
+                     f"{tok('output_tokens')} | {tok('cache_read_tokens')} | "
+                     f"{tok('cache_write_tokens')} |")
+    lines += ["", "Cost per success = cost of all attempts / correct runs. Runs with incomplete "
+              "accounting are flagged and left out of cost totals.", ""]
+    skills = [(n, c["skill_activation"]) for n, c in report["conditions"].items()]
+    lines += ["| condition | skill | loaded | not loaded | unknown | misses | false positives |",
+              "|---|---|---|---|---|---|---|"]
+    for name, s in skills:
+        lines.append(f"| {name} | {s['skill'] or 'none'} | {s['loaded']} | {s['not_loaded']} | "
+                     f"{s['unknown']} | {fmt.count(s['misses'])} | "
+                     f"{fmt.count(s['false_positives'])} |")
+    return lines + [""]
+
+
+def _reliability(report: dict[str, Any]) -> list[str]:
+    lines = ["## Inter-rater reliability", ""]
+    if not report["reliability"]:
+        return lines + [report["reliability_note"] or "unavailable", ""]
+    flag = report["low_reliability"]
+    lines.append(f"- low reliability: **{fmt.yes_no(flag)}**"
+                 + (f" ({'; '.join(report['reliability_reasons'])})"
+                    if report["reliability_reasons"] else ""))
+    lines += ["", "| outcome | primary | kind | raw agreement | kappa | positive rate | runs |",
+              "|---|---|---|---|---|---|---|"]
+    for outcome, block in report["reliability"].items():
+        lines.append(f"| {outcome} | {'yes' if block['primary'] else 'no'} | "
+                     f"{block['kind'] or 'unavailable'} | {fmt.rate(block['agreement'])} | "
+                     f"{fmt.number(block['kappa'])} | {fmt.rate(block['positive_rate'])} | "
+                     f"{block['n_items']} |")
+        for cond, sub in block["by_condition"].items():
+            lines.append(f"| {outcome} ({cond}) | | {sub['kind'] or 'unavailable'} | "
+                         f"{fmt.rate(sub['agreement'])} | {fmt.number(sub['kappa'])} | "
+                         f"{fmt.rate(sub['positive_rate'])} | {sub['n_items']} |")
+    return lines + [""]
+
+
+def _tracks(report: dict[str, Any]) -> list[str]:
+    lines = ["## Tracks", "", "| track | tasks | splits | unsuitable tasks | correct exclusions |",
+             "|---|---|---|---|---|"]
+    for track, block in report["tracks"].items():
+        splits = ", ".join(f"{k} {v}" for k, v in block["splits"].items())
+        excl = ", ".join(f"{k} {v}" for k, v in block["correct_exclusions"].items())
+        lines.append(f"| {track} | {len(block['tasks'])} | {splits} | "
+                     f"{len(block['unsuitable_tasks'])} | {excl if block['unsuitable_tasks'] else 'n/a'} |")
+    return lines + [""]
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = (_header(report) + _outcomes(report) + _metrics(report) + _comparisons(report)
+             + _grid(report) + _cost(report) + _reliability(report) + _tracks(report))
     return "\n".join(lines)

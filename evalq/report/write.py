@@ -6,12 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .html import render_html
 from .markdown import render_markdown
 
 RENDERERS = {
     "json": lambda report: json.dumps(report, indent=2, sort_keys=False) + "\n",
     "md": render_markdown,
+    "html": render_html,
 }
+FORMATS = tuple(RENDERERS)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -22,7 +25,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_reports(report: dict[str, Any], out_dir: Path,
-                  formats: tuple[str, ...] = ("json", "md")) -> dict[str, Path]:
+                  formats: tuple[str, ...] = ("json", "md", "html")) -> dict[str, Path]:
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"

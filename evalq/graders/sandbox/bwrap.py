@@ -16,6 +16,7 @@ from ...errors import SandboxError
 from ...proc import run_bounded
 from .base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
 from .cgroups import RunCgroup, sweep_orphans
+from .seccomp import compiled_filter
 
 NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -88,15 +89,20 @@ class BwrapSandbox(Sandbox):
         if as_root:
             _own_for_nobody(workspace)
             _own_for_nobody(report_dir)
-        group = RunCgroup.create(limits.memory_mb, limits.pids) if as_root else None
+        group = RunCgroup.create(limits.memory_mb, limits.pids, limits.cpus) if as_root else None
         notes = [] if group else ["no writable cgroup: memory and process limits use rlimits"]
+        seccomp_path = compiled_filter()
+        seccomp_fd = os.open(seccomp_path, os.O_RDONLY) if seccomp_path else None
+        if seccomp_fd is None:
+            notes.append("libseccomp not found: no system-call filter")
+        seccomp_args = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                  "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
                  *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                  "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(workspace), WORKSPACE_PATH,
                  "--bind", str(report_dir), REPORT_PATH,
-                 "--chdir", WORKSPACE_PATH, "--", *argv]
+                 "--remount-ro", "/", *seccomp_args, "--chdir", WORKSPACE_PATH, "--", *argv]
         if as_root:
             bwrap = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                      "--inh-caps=-all", *bwrap]
@@ -120,11 +126,14 @@ class BwrapSandbox(Sandbox):
             result = run_bounded(bwrap, env=dict(env), cwd="/", timeout=limits.timeout_seconds,
                                  output_limit=limits.output_limit_bytes, preexec=preexec,
                                  on_kill=kill_rest, grace_seconds=5.0,
-                                 terminate=stop_from_inside)
+                                 terminate=stop_from_inside,
+                                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else ())
             limit_hit = group.limit_hit() if group is not None else None
         except OSError as exc:
             raise SandboxError(f"bubblewrap could not start: {exc}") from exc
         finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
             if group is not None:
                 group.kill_all()
                 group.remove()

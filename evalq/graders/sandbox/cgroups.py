@@ -28,9 +28,10 @@ class RunCgroup:
     version: int = 0
 
     @classmethod
-    def create(cls, memory_mb: int, pids: int) -> "RunCgroup | None":
+    def create(cls, memory_mb: int, pids: int, cpus: float = 1.0) -> "RunCgroup | None":
         name = PREFIX + uuid.uuid4().hex[:12]
-        v1_memory, v1_pids = ROOT / "memory", ROOT / "pids"
+        v1_memory, v1_pids, v1_cpu = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
+        period = 100_000
         try:
             if _writable(v1_memory) and _writable(v1_pids):
                 group = cls(version=1)
@@ -40,6 +41,12 @@ class RunCgroup:
                 group.dirs.append(mem)
                 pid.mkdir()
                 group.dirs.append(pid)
+                if _writable(v1_cpu):
+                    cpu = v1_cpu / name
+                    cpu.mkdir()
+                    group.dirs.append(cpu)
+                    (cpu / "cpu.cfs_period_us").write_text(str(period))
+                    (cpu / "cpu.cfs_quota_us").write_text(str(int(cpus * period)))
                 limit = str(memory_mb * 1024 * 1024)
                 (mem / "memory.limit_in_bytes").write_text(limit)
                 swap = mem / "memory.memsw.limit_in_bytes"
@@ -60,6 +67,8 @@ class RunCgroup:
                     if swap.exists():
                         swap.write_text("0")
                     (path / "pids.max").write_text(str(pids))
+                    if "cpu" in have:
+                        (path / "cpu.max").write_text(f"{int(cpus * period)} {period}")
                     return group
         except OSError:
             if "group" in locals():

@@ -1,0 +1,90 @@
+"""Blinded rater packets (SPEC A7; seed 003 §4.2): condition labels and workflow markers stripped.
+
+Packets are numbered in a seeded shuffled order so the number says nothing about the
+condition; the key mapping packet to (task, condition, run) is written apart from them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..store import StudyRow
+from .runs import RATER_FIELDS, Run
+
+REDACTED = "[redacted]"
+#: Workflow markers seen in agent reports regardless of the study's own names.
+MARKERS = (r"workflow[_ -]?guided", r"single[_ -]?prompt", r"SKILL\.md", r"WORKFLOW\.md",
+           r"workflow document", r"\.claude/skills/[\w./-]*", r"\bskills?/[\w./-]+")
+
+
+def secrets_of(study: StudyRow) -> list[str]:
+    """Strings that would reveal a condition: names, commits, skills, distinguishing settings."""
+    words: set[str] = set()
+    conditions = study.manifest.get("conditions", [])
+    for cond in conditions:
+        words.add(str(cond.get("name")))
+        for key in ("commit", "skill"):
+            if cond.get(key):
+                words.add(str(cond[key]))
+        if len({c.get("model") for c in conditions}) > 1 and cond.get("model"):
+            words.add(str(cond["model"]))
+    return sorted((w for w in words if len(w) >= 3), key=len, reverse=True)
+
+
+def sanitize(text: str, secrets: list[str]) -> str:
+    """Replace every secret (case-insensitive) and workflow marker with [redacted]."""
+    for word in secrets:
+        text = re.sub(re.escape(word), REDACTED, text, flags=re.IGNORECASE)
+    for marker in MARKERS:
+        text = re.sub(marker, REDACTED, text, flags=re.IGNORECASE)
+    return text
+
+
+def _packet_text(packet_id: str, run: Run, fetch: Callable[[str], Optional[bytes]]) -> str:
+    counted = run.view.counted
+    lines = [f"# Rater packet {packet_id}", "", f"Task: {run.task}", "",
+             "Score each outcome per RUBRIC.md: " + ", ".join(RATER_FIELDS), ""]
+    if counted is None:
+        return "\n".join(lines + ["(no finished attempt)"])
+    if run.imported:
+        row = (counted.grade or {}).get("row") or {}
+        lines += ["## Blinded artifact", "", f"{row.get('blinded_artifact_path')}", ""]
+        return "\n".join(lines)
+    refs = counted.artifacts or {}
+    for title, key in (("Final diff", "diff"), ("Agent's final report", "final_report")):
+        data = fetch(refs[key]) if refs.get(key) else None
+        body = data.decode("utf-8", "replace") if data is not None else "unavailable"
+        lines += [f"## {title}", "", "```", body.rstrip(), "```", ""]
+    lines += ["## Hidden test results", ""]
+    for c in counted.criteria or []:
+        verdict = {True: "pass", False: "fail", None: "unresolved"}[c.get("passed")]
+        lines.append(f"- {c.get('name')}: {verdict}")
+    return "\n".join(lines) + "\n"
+
+
+def write_packets(study: StudyRow, runs: list[Run], out: Path,
+                  fetch: Callable[[str], Optional[bytes]]) -> dict[str, Any]:
+    """packets/<id>.md for raters, key/key.jsonl for the study owner, a raters template."""
+    order = sorted(runs, key=lambda r: r.view.trial_id)
+    random.Random(int(study.manifest.get("seed") or 0)).shuffle(order)
+    secrets = secrets_of(study)
+    (out / "packets").mkdir(parents=True, exist_ok=True)
+    (out / "key").mkdir(parents=True, exist_ok=True)
+    key_rows, template = [], []
+    for number, run in enumerate(order, start=1):
+        packet_id = f"run-{number:04d}"
+        text = sanitize(_packet_text(packet_id, run, fetch), secrets)
+        (out / "packets" / f"{packet_id}.md").write_text(text, encoding="utf-8")
+        key_rows.append({"packet_id": packet_id, "task_id": run.task,
+                         "condition": run.condition, "run_id": run.repetition,
+                         "trial_id": run.view.trial_id})
+        template.append(dict({"packet_id": packet_id, "rater_id": None},
+                             **{f: None for f in RATER_FIELDS}))
+    (out / "key" / "key.jsonl").write_text("".join(json.dumps(r) + "\n" for r in key_rows))
+    (out / "raters.template.jsonl").write_text("".join(json.dumps(r) + "\n" for r in template))
+    return {"packets": len(order), "packets_dir": out / "packets",
+            "key": out / "key" / "key.jsonl"}

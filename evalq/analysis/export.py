@@ -1,0 +1,62 @@
+"""Per-trial exports: seed-002 JSONL rows and seed-003 results.jsonl rows.
+
+Unknown values are null, never 0 or a guess. An imported seed-003 study exports its rows as
+they were imported; a native study's rater fields are null (no rater scored them) and its
+hidden_validation_passed is the grader's verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..store import StudyRow
+from .runs import RATER_FIELDS, Run
+
+
+def _condition(study: StudyRow, name: str) -> dict[str, Any]:
+    return next((c for c in study.manifest.get("conditions", []) if c.get("name") == name), {})
+
+
+def seed002_row(study: StudyRow, run: Run) -> dict[str, Any]:
+    """seed 002's per-trial row, plus evalq's outcome, attempt count and cost."""
+    cond = _condition(study, run.condition)
+    env = study.manifest.get("environment") or {}
+    counted = run.view.counted
+    m = run.counted_metrics
+    return {
+        "case_id": run.task, "condition": run.condition,
+        "skill_commit": cond.get("commit"), "model": cond.get("model") or env.get("model_id"),
+        "runtime": env.get("harness_version") or env.get("tool_version"),
+        "trial": run.repetition, "skill_loaded": m.get("skill_loaded"),
+        "criteria": list(counted.criteria or []) if counted else [],
+        "elapsed_seconds": m.get("duration_seconds"),
+        "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
+        "artifacts": (counted.artifacts or None) if counted else None,
+        "study_id": study.id, "trial_id": run.view.trial_id, "outcome": run.outcome,
+        "first_outcome": run.view.first.outcome if run.view.first else None,
+        "attempts": len(run.view.attempts), "cost_usd": m.get("cost_usd"),
+    }
+
+
+def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
+    """seed 003's adjudicated result row for one run."""
+    counted = run.view.counted
+    if run.imported and counted is not None:
+        return dict((counted.grade or {}).get("row") or {})
+    cond = _condition(study, run.condition)
+    env = dict(study.manifest.get("environment") or {})
+    env["repo_sha"] = cond.get("commit")
+    env["time_budget_seconds"] = (study.manifest.get("budgets") or {}).get("wall_seconds")
+    m = run.counted_metrics
+    row: dict[str, Any] = {"task_id": run.task, "condition": run.condition,
+                           "run_id": run.repetition, "run_order": run.order, "env": env,
+                           "artifact_path": ((counted.artifacts or {}).get("diff")
+                                             if counted else None),
+                           "blinded_artifact_path": None}
+    row.update({f: None for f in RATER_FIELDS})
+    row["passed"] = run.passed
+    row.update(public_validation_passed=None, hidden_validation_passed=run.passed,
+               cycle_time_seconds=m.get("duration_seconds"), adjudicated=False,
+               rater_ids=[], notes=(None if run.passed is not None else
+                                    f"no valid outcome: {run.outcome or 'pending'}"))
+    return row

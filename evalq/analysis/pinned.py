@@ -1,0 +1,105 @@
+"""Pinned inputs of one side of a paired comparison, and which of them differ (SPEC A4).
+
+A side is a condition of a study. Its commit (and, between conditions of one study, its
+settings) is the thing under comparison, so it is recorded but not required to match;
+every other pinned value must be equal or the pair is incompatible.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..digest import data_digest
+from ..store import StudyRow
+from .runs import IMPORTED, Run
+
+#: Runner-environment keys that must match; host names and agent version maps may vary.
+ENV_KEYS = ("os", "machine", "python", "evalq")
+#: Recorded for every side, compared for none: the intervention itself.
+INTERVENTION = ("commit",)
+
+
+def _condition(study: StudyRow, name: str) -> dict[str, Any]:
+    for c in study.manifest.get("conditions", []):
+        if c.get("name") == name:
+            return c
+    return {"name": name}
+
+
+def _distinct(values) -> list:
+    out: list = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return sorted(out, key=lambda x: data_digest(x))
+
+
+def _imported_env(runs: list[Run]) -> list[dict]:
+    return _distinct((r.view.counted.worker_env or {}) for r in runs if r.view.counted)
+
+
+def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str, Any]:
+    """The values a comparison pins for one side; None where the study did not record one."""
+    lock = study.lock or {}
+    cond = _condition(study, condition)
+    if lock.get("source") == IMPORTED:
+        envs = _imported_env(runs)
+        env = envs[0] if len(envs) == 1 else None
+        shas = _distinct(e.get("repo_sha") for e in envs)
+        return {
+            "commit": shas[0] if len(shas) == 1 else shas or None,
+            "suite_id": lock.get("suite_id"),
+            "suite_digest": lock.get("suite_digest"),
+            "settings_digest": None if env is None else data_digest(
+                {k: v for k, v in env.items() if k not in ("repo_sha", "model_id")}),
+            "model_id": None if env is None else env.get("model_id"),
+            "grader_version": None if env is None else env.get("kit_version"),
+            "runner_environment": None if env is None else {
+                "agent_harness_version": env.get("agent_harness_version"),
+                "prompt_template_version": env.get("prompt_template_version")},
+            "environments_seen": len(envs),
+        }
+    environment = study.manifest.get("environment", {}) or {}
+    settings = {k: v for k, v in cond.items() if k not in ("name", "commit")}
+    graders = _distinct((a.grade or {}).get("grader_version") for r in runs
+                        for a in r.view.attempts if a.grade)
+    envs = _distinct({k: (a.worker_env or {}).get(k) for k in ENV_KEYS}
+                     for r in runs for a in r.view.attempts if a.worker_env)
+    return {
+        "commit": cond.get("commit"),
+        "suite_id": lock.get("suite_id") or study.manifest.get("suite") or
+        ",".join(sorted((lock.get("fixtures") or {}).keys())) or None,
+        "suite_digest": lock.get("suite_digest"),
+        "settings_digest": data_digest(settings),
+        "model_id": cond.get("model") or environment.get("model_id"),
+        "grader_version": graders[0] if len(graders) == 1 else (graders or None),
+        "runner_environment": envs[0] if len(envs) == 1 else (envs or None),
+        "environments_seen": len(envs),
+    }
+
+
+def incompatible_fields(baseline: dict[str, Any], candidate: dict[str, Any],
+                        ignore: tuple[str, ...] = INTERVENTION) -> list[str]:
+    """Pinned fields whose values differ, or that are mixed within one side (a list of values)."""
+    fields: list[str] = []
+    for key in baseline.keys() | candidate.keys():
+        if key in ignore or key == "environments_seen":
+            continue
+        a, b = baseline.get(key), candidate.get(key)
+        mixed = isinstance(a, list) or isinstance(b, list)
+        if mixed or a != b:
+            fields.append(key)
+    return sorted(fields)
+
+
+def within_study_ignore() -> tuple[str, ...]:
+    """Between conditions of one study the settings are the intervention as well."""
+    return INTERVENTION + ("settings_digest",)
+
+
+def describe(value: Optional[Any]) -> str:
+    if value is None:
+        return "unavailable"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={describe(v)}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,67 @@
+"""Inter-rater reliability per binary outcome and per condition (SPEC A7; seed 003 §4.3, §7.3).
+
+Two raters who scored every run: Cohen's kappa. Anything else (rotating raters from a pool):
+Fleiss' kappa over runs with the most common number of ratings. Raw agreement and the
+positive rate are always reported beside kappa, which is unstable for rare classes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Optional
+
+from .. import stats
+from .runs import RATER_FIELDS, Run
+
+
+def _items(runs: list[Run], outcome: str) -> list[dict[str, Optional[bool]]]:
+    """Per run: {rater_id: label} for this outcome (runs nobody rated are left out)."""
+    items = []
+    for run in runs:
+        labels = {str(r["rater_id"]): r.get(outcome) for r in run.ratings
+                  if r.get(outcome) is not None}
+        if labels:
+            items.append(labels)
+    return items
+
+
+def agreement(items: list[dict[str, Optional[bool]]]) -> dict[str, Any]:
+    """{agreement, kappa, kind, positive_rate, n_items, raters} for one outcome over some runs."""
+    if not items:
+        return {"agreement": None, "kappa": None, "kind": None, "positive_rate": None,
+                "n_items": 0, "raters": []}
+    raters = sorted({r for item in items for r in item})
+    rows = [list(item.values()) for item in items]
+    all_labels = [v for row in rows for v in row]
+    fixed_two = len(raters) == 2 and all(len(item) == 2 for item in items)
+    if fixed_two:
+        a, b = raters
+        kappa = stats.cohen_kappa([i[a] for i in items], [i[b] for i in items])
+        kind = "cohen"
+    else:
+        per_item = Counter(len(item) for item in items).most_common(1)[0][0]
+        counts, _ = stats.category_counts(rows, categories=[False, True])
+        kappa = stats.fleiss_kappa(counts, raters_per_item=per_item)
+        kind = "fleiss"
+    return {"agreement": stats.raw_agreement(rows), "kappa": kappa, "kind": kind,
+            "positive_rate": stats.positive_rate(all_labels), "n_items": len(items),
+            "raters": raters}
+
+
+def reliability(runs: list[Run], conditions: list[str],
+                primary_outcomes: tuple[str, ...]) -> dict[str, Any]:
+    """The report's reliability block; outcomes maps each rater field to its agreement figures."""
+    outcomes: dict[str, Any] = {}
+    rated = any(run.ratings for run in runs)
+    if not rated:
+        return {"outcomes": {}, "low_reliability": None, "reasons": [],
+                "note": "no rater scores in this study (import raters.jsonl to report agreement)"}
+    for outcome in RATER_FIELDS:
+        block = agreement(_items(runs, outcome))
+        block["by_condition"] = {c: agreement(_items([r for r in runs if r.condition == c],
+                                                     outcome)) for c in conditions}
+        block["primary"] = outcome in primary_outcomes
+        outcomes[outcome] = block
+    kappas = {o: outcomes[o]["kappa"] for o in primary_outcomes if outcomes[o]["n_items"]}
+    flag, reasons = stats.low_reliability(kappas)
+    return {"outcomes": outcomes, "low_reliability": flag, "reasons": reasons, "note": None}

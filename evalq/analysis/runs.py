@@ -1,0 +1,92 @@
+"""One record per planned trial, from the database, in the shape every analysis uses.
+
+Native runs take ``passed`` from the grader (the counted attempt); imported seed-003 runs
+keep their adjudicated rater scores in ``AttemptRow.grade['scores']`` and per-rater rows
+in ``AttemptRow.grade['ratings']`` (see evalq.analysis.seed003). A score nobody gave is None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..report.attempts import TrialView, trial_views
+from ..store import StudyRow, attempts_of, load_study, trials_of
+
+#: The six binary fields of seed 003 that raters score.
+RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",
+                "rework_required", "requirements_traceability")
+#: Objective validation fields a seed-003 row may carry beside them.
+VALIDATION_FIELDS = ("public_validation_passed", "hidden_validation_passed")
+SCORE_FIELDS = RATER_FIELDS + VALIDATION_FIELDS
+IMPORTED = "seed-003"
+
+
+@dataclass
+class Run:
+    """A planned trial with its counted outcome, scores, costs and labels."""
+
+    view: TrialView
+    task: str
+    condition: str
+    repetition: int
+    order: int
+    outcome: Optional[str]
+    passed: Optional[bool]
+    scores: dict[str, Optional[bool]]
+    ratings: list[dict[str, Any]] = field(default_factory=list)
+    imported: bool = False
+
+    @property
+    def counted_metrics(self) -> dict[str, Any]:
+        counted = self.view.counted
+        return dict(counted.metrics or {}) if counted is not None else {}
+
+    @property
+    def attempt_costs(self) -> list[tuple[Optional[float], bool]]:
+        """(cost_usd, correct) for every finished attempt: resubmitted ones cost money too."""
+        out = []
+        for attempt in self.view.attempts:
+            if attempt.outcome is None:
+                continue
+            cost = (attempt.metrics or {}).get("cost_usd")
+            out.append((None if cost is None else float(cost), attempt.outcome == "correct"))
+        return out
+
+
+def _run_of(view: TrialView) -> Run:
+    counted = view.counted
+    grade = (counted.grade or {}) if counted is not None else {}
+    if grade.get("source") == IMPORTED:
+        scores = {k: grade.get("scores", {}).get(k) for k in SCORE_FIELDS}
+        return Run(view=view, task=view.fixture_id, condition=view.condition,
+                   repetition=view.repetition, order=view.order_index, outcome=view.outcome,
+                   passed=scores["passed"], scores=scores,
+                   ratings=list(grade.get("ratings") or []), imported=True)
+    passed = view.passed
+    scores: dict[str, Optional[bool]] = {k: None for k in SCORE_FIELDS}
+    scores["passed"] = passed
+    # The grader's hidden tests are seed 003's locked evaluator checks.
+    scores["hidden_validation_passed"] = passed
+    return Run(view=view, task=view.fixture_id, condition=view.condition,
+               repetition=view.repetition, order=view.order_index, outcome=view.outcome,
+               passed=passed, scores=scores)
+
+
+def study_runs(engine, study_id: str) -> tuple[StudyRow, list[Run]]:
+    """The study row and one Run per planned trial, in planned order."""
+    study = load_study(engine, study_id)
+    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
+    return study, [_run_of(v) for v in views]
+
+
+def condition_names(study: StudyRow) -> list[str]:
+    return [c["name"] for c in study.manifest.get("conditions", [])]
+
+
+def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
+    """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics."""
+    out: dict[str, list[Optional[bool]]] = {}
+    for run in sorted(runs, key=lambda r: (r.task, r.repetition)):
+        out.setdefault(run.task, []).append(value(run))
+    return out

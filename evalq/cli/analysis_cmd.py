@@ -1,0 +1,114 @@
+"""`evalq compare`, `evalq import`, `evalq blind`, `evalq export`: analysis beyond one report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import UserError
+from .common import engine_and_settings, study_id_of
+
+
+@click.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the comparison as JSON here.")
+def compare(baseline: str, candidate: str, out: str | None) -> None:
+    """Compare two studies (STUDY or STUDY:CONDITION each), e.g. two commits.
+
+    Refuses, naming the differing field, when their pinned inputs differ.
+    """
+    from ..analysis.metrics import LABELS
+    from ..analysis.studies import compare_studies
+    from ..report import fmt
+    from ..report.write import write_atomic
+
+    engine, _ = engine_and_settings()
+    result = compare_studies(engine, baseline, candidate)
+    if out:
+        write_atomic(Path(out), json.dumps(result, indent=2) + "\n")
+    comp = result["comparison"]
+    click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
+    for metric, m in comp["metrics"].items():
+        line = (f"  {LABELS[metric]:8} delta {fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
+                f"  95% CI {fmt.interval(m['ci_low'], m['ci_high'], True)}")
+        if result["tests"]:
+            line += f"  p {fmt.number(m['p_value'], 4)}"
+        click.echo(line)
+    if out:
+        click.echo(f"comparison: {out}")
+
+
+@click.command(name="import")
+@click.argument("results", type=click.Path(dir_okay=False))
+@click.option("--study", "study_id", required=True, help="Id of the study to create.")
+@click.option("--raters", type=click.Path(dir_okay=False), default=None,
+              help="raters.jsonl: one row per (run, rater).")
+@click.option("--adjudications", type=click.Path(dir_okay=False), default=None,
+              help="adjudications.jsonl: the third rater's final values.")
+@click.option("--mode", type=click.Choice(["controlled", "workflow-lift", "commit-comparison"]),
+              default="controlled", show_default=True)
+@click.option("--baseline", default=None, help="Baseline condition (default single_prompt).")
+@click.option("--candidate", default=None, help="Candidate condition.")
+@click.option("--suite-id", default=None, help="Task-suite identifier to record.")
+def import_(results: str, study_id: str, raters: str | None, adjudications: str | None,
+            mode: str, baseline: str | None, candidate: str | None,
+            suite_id: str | None) -> None:
+    """Import a seed-003 results.jsonl as a study in the results database."""
+    from ..analysis.seed003 import import_results
+
+    _, settings = engine_and_settings()
+    summary = import_results(settings.database_url, results, study_id, raters_path=raters,
+                             adjudications_path=adjudications, mode=mode, baseline=baseline,
+                             candidate=candidate, suite_id=suite_id)
+    click.echo(f"study {summary.study_id}: imported {summary.runs} runs of {summary.tasks} "
+               f"tasks ({', '.join(summary.conditions)}), {summary.ratings} ratings, "
+               f"{summary.adjudications} adjudications; report with "
+               f"`evalq report {summary.study_id}`")
+
+
+@click.command()
+@click.argument("study")
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+def blind(study: str, out: str) -> None:
+    """Write blinded rater packets (condition labels stripped) and, apart, their key."""
+    from ..analysis.blind import write_packets
+    from ..analysis.runs import study_runs
+    from ..artifacts import open_store
+
+    engine, settings = engine_and_settings()
+    store = open_store(settings.artifacts_url)
+
+    def fetch(ref: str):
+        return store.get(ref) if store.exists(ref) else None
+
+    row, runs = study_runs(engine, study_id_of(study))
+    result = write_packets(row, runs, Path(out), fetch)
+    click.echo(f"{result['packets']} packets: {result['packets_dir']}")
+    click.echo(f"key (keep it from the raters): {result['key']}")
+
+
+@click.command()
+@click.argument("study")
+@click.option("--format", "fmt_", type=click.Choice(["jsonl", "results"]), required=True,
+              help="jsonl: seed-002 per-trial rows; results: seed-003 results.jsonl.")
+@click.option("--out", type=click.Path(dir_okay=False), required=True)
+def export(study: str, fmt_: str, out: str) -> None:
+    """Export per-trial rows of a study."""
+    from ..analysis.export import seed002_row, seed003_row
+    from ..analysis.jsonl import write_jsonl
+    from ..analysis.runs import study_runs
+
+    engine, _ = engine_and_settings()
+    row, runs = study_runs(engine, study_id_of(study))
+    make = seed002_row if fmt_ == "jsonl" else seed003_row
+    if not runs:
+        raise UserError(f"study '{row.id}' has no trials", fix="run or import it first")
+    n = write_jsonl((make(row, r) for r in runs), out)
+    click.echo(f"{n} rows: {out}")
+
+
+COMMANDS = (compare, import_, blind, export)

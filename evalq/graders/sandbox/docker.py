@@ -1,0 +1,388 @@
+"""The `docker` sandbox backend: one throw-away container per command, through the `docker` SDK.
+
+The container has no network, a read-only root, every capability dropped, no-new-privileges,
+a non-root user, memory (no swap), CPU and pids limits, a size-limited tmpfs at /tmp and only
+two writable host directories (the workspace and the report dir). Output is read straight from
+the container's stdio (the log driver is off, so nothing piles up on the engine's disk) and the
+container is killed once it passes the output cap or the wall-time limit, and always removed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+from evalq.errors import SandboxError
+from evalq.graders.sandbox.base import (
+    REPORT_PATH,
+    WORKSPACE_PATH,
+    ExecResult,
+    Sandbox,
+    SandboxLimits,
+)
+
+#: The grader user inside every image: Debian's nobody:nogroup.
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+#: Labels on every container this backend makes, so a sweep can find orphans.
+LABEL_SANDBOX = "evalq.sandbox"
+LABEL_LABEL = "evalq.label"
+LABEL_CREATED = "evalq.created"
+
+DEFAULT_IMAGE = "evalq-grader-python:local"
+START_HINT = "how to start it: scripts/ensure-docker.sh"
+BUILD_HINT = "build the local images with scripts/build-grader-images.sh, or docker pull it"
+
+#: Seconds allowed for engine calls other than the wall-time wait (create, kill, inspect, remove).
+API_TIMEOUT = 60
+#: Seconds to wait for a killed container to report its exit.
+KILL_GRACE = 15
+
+
+def _client(timeout: int = API_TIMEOUT):
+    import docker  # imported here so the package loads on hosts without the SDK
+
+    return docker.from_env(timeout=timeout)
+
+
+def _make_writable_by_sandbox(root: Path) -> None:
+    """Give the grader user the caller's fresh copy; never follows a symlink out of it."""
+    paths = [root]
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        paths.extend(Path(dirpath, n) for n in dirnames + filenames)
+    try:
+        for p in paths:
+            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+    except PermissionError:
+        # Not root: open the tree up instead (the caller's copy is throw-away).
+        for p in paths:
+            if p.is_symlink():
+                continue
+            mode = p.lstat().st_mode
+            extra = 0o777 if p.is_dir() else (0o777 if mode & 0o111 else 0o666)
+            os.chmod(p, mode | extra)
+
+
+def _pids_limit_reached(pid: int) -> Optional[int]:
+    """How often the container's cgroup refused a fork (pids.events `max`), if this host can tell."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "pids":
+            events = Path("/sys/fs/cgroup/pids") / path.lstrip("/") / "pids.events"
+        elif controllers == "":
+            events = Path("/sys/fs/cgroup") / path.lstrip("/") / "pids.events"
+        else:
+            continue
+        try:
+            for ev in events.read_text().splitlines():
+                key, _, value = ev.partition(" ")
+                if key == "max":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class _OutputReader(threading.Thread):
+    """Reads the attached stdout/stderr until EOF or until the cap is passed."""
+
+    def __init__(self, stream, cap: int, on_cap):
+        super().__init__(daemon=True, name="evalq-docker-output")
+        self.stream = stream
+        self.cap = cap
+        self.on_cap = on_cap
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.capped = False
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        total = 0
+        try:
+            for out, err in self.stream:
+                for chunk, buf in ((out, self.stdout), (err, self.stderr)):
+                    if not chunk:
+                        continue
+                    room = self.cap - total
+                    buf += chunk[:max(room, 0)]
+                    total += len(chunk)
+                    if total > self.cap and not self.capped:
+                        self.capped = True
+                        self.on_cap()
+                        return
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            self.error = exc
+
+
+class DockerSandbox(Sandbox):
+    """Runs each command in a fresh, locked-down container of the Docker engine (`docker` SDK)."""
+
+    name: ClassVar[str] = "docker"
+
+    def __init__(self, *, default_image: str = DEFAULT_IMAGE, client: Any = None):
+        self.default_image = default_image
+        self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            try:
+                self._client = _client()
+            except Exception as exc:  # DockerException, connection errors
+                raise SandboxError(
+                    f"cannot reach the Docker engine ({_reason(exc)}); {START_HINT}") from exc
+        return self._client
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            client = _client(timeout=10)
+            client.ping()
+            client.close()
+        except Exception as exc:
+            return False, f"Docker engine not reachable ({_reason(exc)}); {START_HINT}"
+        return True, ""
+
+    # ---- run ---------------------------------------------------------------------------------
+
+    def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
+            limits: SandboxLimits, env: dict[str, str], image: str | None = None,
+            label: str = "") -> ExecResult:
+        import docker.errors
+        import requests.exceptions
+        from docker.types import LogConfig, Ulimit
+
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise SandboxError(f"argv must be a non-empty list of strings, got {argv!r}")
+        bad_env = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)
+                   or not k or "=" in k]
+        if bad_env:
+            raise SandboxError(f"env names and values must be strings (bad: {bad_env!r})")
+        mounts = {}
+        for path, target in ((workspace, WORKSPACE_PATH), (report_dir, REPORT_PATH)):
+            p = Path(path)
+            if not p.is_dir() or p.is_symlink():
+                raise SandboxError(f"{target} source {p} is not a directory")
+            _make_writable_by_sandbox(p)
+            mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
+
+        image = image or self.default_image
+        memory = f"{int(limits.memory_mb)}m"
+        disk_bytes = int(limits.disk_mb) * 1024 * 1024
+        client = self.client
+        notes: list[str] = []
+        container = None
+        stream = None
+        reader: Optional[_OutputReader] = None
+        killed_for: Optional[str] = None
+        pids_hits: Optional[int] = None
+        started = time.monotonic()
+        try:
+            try:
+                container = client.containers.create(
+                    image,
+                    command=list(argv),
+                    environment=dict(env),
+                    working_dir=WORKSPACE_PATH,
+                    user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                    network_mode="none",
+                    mem_limit=memory,
+                    memswap_limit=memory,
+                    nano_cpus=int(limits.cpus * 1e9),
+                    pids_limit=int(limits.pids),
+                    read_only=True,
+                    volumes=mounts,
+                    tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    # No core dumps; no single file bigger than the disk allowance.
+                    ulimits=[Ulimit(name="core", soft=0, hard=0),
+                             Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
+                    init=True,
+                    hostname="sandbox",
+                    labels={LABEL_SANDBOX: "1", LABEL_LABEL: label,
+                            LABEL_CREATED: str(int(time.time()))},
+                    log_config=LogConfig(type="none"),
+                    stdin_open=False,
+                    tty=False,
+                )
+                # Attach before start so no early output is lost.
+                stream = container.attach(stdout=True, stderr=True, stream=True, logs=False,
+                                          demux=True)
+
+                def kill_for_output(stream=stream) -> None:
+                    # Hang up first: the engine will not finish a kill while its copy of the
+                    # container's output is blocked on a reader that stopped reading.
+                    try:
+                        stream.close()
+                    except Exception:
+                        pass
+                    try:
+                        container.kill()
+                    except Exception:  # already gone: fine
+                        pass
+
+                reader = _OutputReader(stream, int(limits.output_limit_bytes), kill_for_output)
+                reader.start()
+                container.start()
+                started = time.monotonic()
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(f"grader image {image!r} not found; {BUILD_HINT}") from exc
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                raise SandboxError(
+                    f"could not start a container from {image!r}: {_reason(exc)}") from exc
+
+            # ---- wait for the end, or the wall-time limit ------------------------------------
+            status: Optional[dict] = None
+            try:
+                status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
+            except requests.exceptions.RequestException as exc:
+                if not _is_timeout(exc):
+                    raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+                killed_for = "time"
+                pids_hits = self._pids_hits(container)
+                try:
+                    container.kill()
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as kill_exc:
+                    if "is not running" not in str(kill_exc):
+                        raise
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+            if status is None:
+                try:
+                    status = container.wait(timeout=KILL_GRACE)
+                except Exception as exc:
+                    raise SandboxError(
+                        f"container did not stop {KILL_GRACE}s after being killed: {_reason(exc)}"
+                    ) from exc
+            duration = time.monotonic() - started
+            if reader is not None:
+                reader.join(timeout=KILL_GRACE)
+                if reader.is_alive():
+                    notes.append("output stream did not close after the container ended")
+                elif reader.error is not None:
+                    notes.append(f"output stream error: {_reason(reader.error)}")
+            try:
+                container.reload()
+                state = container.attrs.get("State", {})
+            except docker.errors.DockerException:
+                state = {}
+
+            exit_code: Optional[int] = status.get("StatusCode") if status else None
+            if status and status.get("Error"):
+                notes.append(f"engine: {status['Error'].get('Message', status['Error'])}")
+            oom = bool(state.get("OOMKilled"))
+            capped = bool(reader and reader.capped)
+            timed_out = killed_for == "time"
+
+            limit_hit: Optional[str] = None
+            if oom:
+                limit_hit = "memory"
+                notes.append(f"killed: memory limit {limits.memory_mb} MB reached")
+            elif capped:
+                limit_hit = "output"
+                notes.append(f"killed: output passed {limits.output_limit_bytes} bytes")
+            elif timed_out and pids_hits:
+                limit_hit = "pids"
+                notes.append(f"pids limit {limits.pids} refused {pids_hits} forks; "
+                             f"killed at the {limits.timeout_seconds:g}s time limit")
+            elif timed_out:
+                limit_hit = "time"
+                notes.append(f"killed at the {limits.timeout_seconds:g}s time limit")
+            if pids_hits and limit_hit != "pids":
+                notes.append(f"pids limit {limits.pids} refused {pids_hits} forks")
+
+            signal: Optional[int] = None
+            if timed_out or capped:
+                exit_code, signal = None, 9  # we killed it: it has no exit status of its own
+            elif exit_code is not None and 128 < exit_code < 128 + 65:
+                signal = exit_code - 128  # the init process reports death by signal N as 128+N
+
+            out = reader.stdout if reader else b""
+            err = reader.stderr if reader else b""
+            return ExecResult(
+                exit_code=exit_code,
+                stdout=bytes(out).decode("utf-8", errors="replace"),
+                stderr=bytes(err).decode("utf-8", errors="replace"),
+                duration_seconds=duration,
+                timed_out=timed_out,
+                limit_hit=limit_hit,
+                signal=signal,
+                notes=notes,
+            )
+        finally:
+            if stream is not None:
+                try:
+                    stream.close()
+                except Exception:
+                    pass
+            if container is not None:
+                try:
+                    container.remove(force=True, v=True)
+                except docker.errors.NotFound:
+                    pass
+                except Exception:
+                    # The engine is gone; sweep() removes it once it is back (it is labelled).
+                    pass
+
+    @staticmethod
+    def _pids_hits(container) -> Optional[int]:
+        try:
+            container.reload()
+            pid = int(container.attrs["State"]["Pid"])
+        except Exception:
+            return None
+        return _pids_limit_reached(pid) if pid > 0 else None
+
+    # ---- sweep -------------------------------------------------------------------------------
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Remove this backend's containers created more than max_age_seconds ago."""
+        import docker.errors
+
+        now = time.time()
+        removed = 0
+        try:
+            containers = self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_SANDBOX}=1"}, ignore_removed=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot list containers to sweep: {_reason(exc)}") from exc
+        for c in containers:
+            try:
+                created = float(c.labels.get(LABEL_CREATED, "0"))
+            except ValueError:
+                created = 0.0
+            if now - created < max_age_seconds:
+                continue
+            try:
+                c.remove(force=True, v=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    raise SandboxError(f"cannot remove container {c.short_id}: {_reason(exc)}") from exc
+        return removed
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import requests.exceptions
+
+    if isinstance(exc, (requests.exceptions.ReadTimeout, requests.exceptions.Timeout)):
+        return True
+    # urllib3 wraps a read timeout on a unix socket as ConnectionError(ReadTimeoutError(...))
+    return "timed out" in str(exc).lower()
+
+
+def _reason(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())

@@ -1,0 +1,101 @@
+"""Single-file HTML report: the Markdown report's content as HTML plus three inline SVG charts.
+
+No scripts and no external resources (a Content-Security-Policy forbids loading any), so the
+file opens anywhere, offline, and shows exactly what the JSON says.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from typing import Any
+
+from ..analysis.metrics import LABELS
+from .charts import forest_plot, outcomes_chart, pass_rate_grid
+from .markdown import render_markdown
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+STYLE = """
+body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 8px;
+text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#f3f3f3}code{background:#f3f3f3}
+.chart{display:block;margin:.5em 0 1.5em}
+"""
+
+
+def _inline(text: str) -> str:
+    out = escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def markdown_to_html(markdown: str) -> list[str]:
+    """The small Markdown subset the report uses: headings, bullets, pipe tables, paragraphs."""
+    out: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
+        elif line.startswith("- "):
+            out.append("<ul>")
+            while i < len(lines) and lines[i].startswith("- "):
+                out.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            out.append("</ul>")
+            continue
+        elif line.startswith("|"):
+            head = _cells(line)
+            out.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>")
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(lines[i]))
+                           + "</tr>")
+                i += 1
+            out.append("</tbody></table>")
+            continue
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+        i += 1
+    return out
+
+
+def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    several = len(report["tracks"]) > 1
+    for comp in report["comparisons"]:
+        for metric, m in comp["metrics"].items():
+            label = f"{LABELS[metric]} {comp['candidate']} - {comp['baseline']}"
+            if several:
+                label += f" ({comp['track']})"
+            rows.append({"label": label, "delta": m["delta"], "low": m["ci_low"],
+                         "high": m["ci_high"]})
+    return rows
+
+
+def render_html(report: dict[str, Any]) -> str:
+    body = markdown_to_html(render_markdown(report))
+    charts = {
+        "Outcomes per condition": outcomes_chart(report["conditions"]),
+        "Paired comparisons": forest_plot(forest_rows(report)),
+        "Task x condition pass rate": pass_rate_grid(report["task_grid"],
+                                                     list(report["conditions"])),
+    }
+    html: list[str] = []
+    for element in body:
+        html.append(element)
+        for heading, svg in charts.items():
+            if element.startswith("<h2>") and element[4:].startswith(escape(heading)):
+                html.append(svg)
+    title = escape(f"evalq report: {report['study']['id']}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(html) + "\n</body></html>\n")

@@ -1,0 +1,106 @@
+"""`evalq compare` refuses incompatible pairs; tracks are never pooled; blinded packets hide conditions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from evalq.analysis.blind import write_packets
+from evalq.analysis.runs import study_runs
+from evalq.analysis.studies import compare_studies
+from evalq.errors import UserError
+from report_native_rows import make_study
+from report_seed003_gen import generate
+
+
+
+def _commit(sha):
+    return [{"name": "main", "agent": "scripted", "commit": sha}]
+
+
+def test_compare_two_commits_and_refuse_incompatible(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    make_study(url, "old", conditions=_commit("aaa"),
+               outcome=lambda t, c, r: "correct" if t != "t3" else "incorrect")
+    make_study(url, "new", conditions=_commit("bbb"))
+    make_study(url, "other-model", conditions=_commit("ccc"), model_id="m2")
+    env = {"EVALQ_DATABASE_URL": url}
+    out = tmp_path / "cmp.json"
+    proc = run_cli(["compare", "old", "new", "--out", str(out)], env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    tpr = result["comparison"]["metrics"]["tpr"]
+    assert tpr["delta"] == pytest.approx(1 / 3)
+    assert tpr["per_task"] == {"t1": 0.0, "t2": 0.0, "t3": 1.0}
+    assert result["comparison"]["pinned"]["baseline"]["commit"] == "aaa"
+    refused = run_cli(["compare", "old", "other-model"], env)
+    assert refused.returncode == 2
+    assert "field 'model_id'" in refused.stderr and "not a comparison" in refused.stderr
+
+
+def test_compare_refuses_different_grader_version(tmp_path):
+    url = f"sqlite:///{tmp_path}/g.db"
+    engine = make_study(url, "a", conditions=_commit("aaa"))
+    make_study(url, "b", conditions=_commit("bbb"), grader="evalq-grader/2")
+    with pytest.raises(UserError, match="grader_version"):
+        compare_studies(engine, "a", "b", n_resamples=500)
+
+
+def test_tracks_are_reported_apart_and_labelled(tmp_path):
+    labels = {"task-000": {"track": "free-selection", "split": "regression", "suitable": False},
+              "task-001": {"track": "free-selection", "kind": "unseen"},
+              "task-002": {"track": "directed-integration", "split": "regression"},
+              "task-003": {"track": "directed-integration", "split": "regression"}}
+    paths = generate(tmp_path / "data", tasks=4, extra=labels)
+    env = {"EVALQ_DATABASE_URL": f"sqlite:///{tmp_path}/t.db"}
+    assert run_cli(["import", str(paths["results"]), "--study", "tr"], env).returncode == 0
+    out = tmp_path / "r.json"
+    proc = run_cli(["report", "tr", "--format", "json", "--out", str(out)], env)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert set(report["tracks"]) == {"free-selection", "directed-integration"}
+    top = report["conditions"]["single_prompt"]["metrics"]["tpr"]
+    assert top["estimate"] is None and "never aggregated across tracks" in top["reason"]
+    free = report["tracks"]["free-selection"]
+    assert free["tasks"] == ["task-000", "task-001"]
+    assert free["splits"] == {"regression": 1, "held-out": 1}
+    rows = [json.loads(l) for l in paths["results"].read_text().splitlines()]
+    for cond in ("single_prompt", "workflow_guided"):
+        assert free["correct_exclusions"][cond] == sum(
+            r["passed"] for r in rows if r["task_id"] == "task-000" and r["condition"] == cond)
+        est = free["conditions"][cond]["metrics"]["tpr"]["estimate"]
+        per_task = [sum(r["passed"] for r in rows if r["task_id"] == t and r["condition"] == cond) / 3
+                    for t in ("task-000", "task-001")]
+        assert est == pytest.approx(sum(per_task) / 2)
+    assert {c["track"] for c in report["comparisons"]} == set(report["tracks"])
+    assert report["task_grid"]["task-001"]["split"] == "held-out"
+    md = tmp_path / "r.md"
+    assert run_cli(["report", "tr", "--format", "md", "--out", str(md)], env).returncode == 0
+    text = md.read_text()
+    assert "### Track: free-selection" in text and "held-out" in text
+
+
+def test_blind_packets_hide_condition_labels_and_keep_the_key_apart(tmp_path):
+    conditions = [{"name": "workflow_guided", "agent": "scripted", "skill": "praxo-skill"},
+                  {"name": "control-arm", "agent": "scripted"}]
+    engine = make_study(f"sqlite:///{tmp_path}/b.db", "bl", conditions=conditions)
+    report_text = ("Done. I followed the workflow_guided process from WORKFLOW.md and the "
+                   "praxo-skill in .claude/skills/praxo/SKILL.md; Control-Arm would not.")
+    study, runs = study_runs(engine, "bl")
+    result = write_packets(study, runs, tmp_path / "out",
+                           fetch=lambda ref: report_text.encode())
+    packets = sorted((tmp_path / "out" / "packets").glob("*.md"))
+    assert len(packets) == result["packets"] == 18
+    for packet in packets:
+        text = packet.read_text().lower()
+        for secret in ("workflow_guided", "control-arm", "praxo-skill", "workflow.md", "skill.md",
+                       ".claude/skills"):
+            assert secret not in text
+    key = [json.loads(l) for l in (tmp_path / "out" / "key" / "key.jsonl").read_text().splitlines()]
+    assert {k["condition"] for k in key} == {"workflow_guided", "control-arm"}
+    assert not (tmp_path / "out" / "packets" / "key.jsonl").exists()
+    # shuffled: packet numbers do not follow the planned order by condition
+    firsts = [k["condition"] for k in key[:6]]
+    assert len(set(firsts)) == 2
