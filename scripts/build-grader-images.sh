@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Build the local grader images without any image registry (DESIGN.md, "Docker here").
+#
+#   bash scripts/build-grader-images.sh [--force] [--no-cache] [python] [node] [make]
+#
+# Each image is a Debian minbase root file system made by debootstrap from the machine's
+# own apt mirror (read from /etc/apt at run time, never written into the repository),
+# given a non-root user (nobody, 65534:65534) and the /workspace and /report directories,
+# and imported with `docker import`. graders/Dockerfile.* build equivalent images from
+# public base images for machines that can pull.
+#
+#   --force     re-import an image even if it already exists (from the cached rootfs)
+#   --no-cache  also redo debootstrap instead of using the cached rootfs tarball
+#
+# Environment:
+#   EVALQ_DEBIAN_MIRROR   use this mirror instead of the one in /etc/apt
+#   EVALQ_DEBIAN_SUITE    Debian release of the images (default bookworm)
+#   EVALQ_GRADER_CACHE    cache directory (default /var/cache/evalq-graders)
+set -euo pipefail
+
+SUITE=${EVALQ_DEBIAN_SUITE:-bookworm}
+CACHE=${EVALQ_GRADER_CACHE:-/var/cache/evalq-graders}
+# Bump when the rootfs customisation below changes, so cached tarballs are rebuilt.
+RECIPE_VERSION=1
+
+# name -> packages given to debootstrap --include
+declare -A PACKAGES=(
+    [python]="python3,python3-pytest"
+    [node]="nodejs"
+    [make]="make,gcc,libc6-dev,bash"
+)
+ALL=(python node make)
+
+say() { echo "build-grader-images: $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+force=0; nocache=0; wanted=()
+for arg in "$@"; do
+    case $arg in
+        --force) force=1 ;;
+        --no-cache) nocache=1; force=1 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        python|node|make) wanted+=("$arg") ;;
+        *) die "unknown argument '$arg' (expected --force, --no-cache, python, node or make)" ;;
+    esac
+done
+[ "${#wanted[@]}" -gt 0 ] || wanted=("${ALL[@]}")
+
+[ "$(id -u)" -eq 0 ] || die "run as root: debootstrap needs it"
+for tool in docker debootstrap tar; do
+    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found: run 'bash scripts/ensure-docker.sh' first"
+done
+docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'bash scripts/ensure-docker.sh' first"
+
+# ---- the mirror, from this machine's apt configuration -----------------------------------
+# Prefer a source that carries SUITE itself (not -security/-updates); fall back to any deb source.
+find_mirror() {
+    local f uri
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        uri=$(awk -v suite="$SUITE" '
+            function flush() {
+                if (uris != "" && types ~ /(^| )deb( |$)/) {
+                    if (first == "") first = uris
+                    if (match_ == "" && (" " suites " ") ~ (" " suite " ")) match_ = uris
+                }
+                uris = ""; suites = ""; types = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            tolower($1) == "uris:"   { uris = $2 }
+            tolower($1) == "suites:" { $1 = ""; suites = $0 }
+            tolower($1) == "types:"  { $1 = ""; types = $0 }
+            END { flush(); print (match_ != "" ? match_ : first) }
+        ' "$f")
+        [ -n "$uri" ] && { echo "$uri"; return; }
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        # deb [options] URI suite components...
+        uri=$(awk -v suite="$SUITE" '
+            $1 == "deb" {
+                i = 2; if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+                if (first == "") first = $i
+                if (match_ == "" && $(i+1) == suite) match_ = $i
+            }
+            END { print (match_ != "" ? match_ : first) }
+        ' "$f")
+        [ -n "$uri" ] && { echo "$uri"; return; }
+    done
+}
+
+MIRROR=${EVALQ_DEBIAN_MIRROR:-$(find_mirror)}
+[ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list; set EVALQ_DEBIAN_MIRROR"
+
+mkdir -p "$CACHE"
+
+# ---- one image (each runs in a subshell of its own, the images in parallel) ---------------
+ROOTFS=""
+cleanup() {
+    if [ -n "$ROOTFS" ] && [ -d "$ROOTFS" ]; then
+        # debootstrap may leave these mounted if it was interrupted
+        for m in proc sys dev/pts; do umount -l "$ROOTFS/$m" 2>/dev/null || true; done
+        rm -rf --one-file-system "$ROOTFS"
+    fi
+}
+
+make_rootfs() {  # name pkgs tarball
+    local name=$1 pkgs=$2 tarball=$3 log="$CACHE/$name.debootstrap.log"
+    # In $WORK (a tmpfs of our own, see below), not /tmp: /tmp may be small or noexec.
+    # One .deb cache per image, so parallel builds never write the same file.
+    mkdir -p "$CACHE/debs-$name"
+    ROOTFS=$(mktemp -d "$WORK/rootfs-$name.XXXXXX")
+    say "$name: debootstrap $SUITE (+$pkgs) from $MIRROR, log: $log"
+    if ! debootstrap --variant=minbase --include="$pkgs" --cache-dir="$CACHE/debs-$name" \
+            "$SUITE" "$ROOTFS" "$MIRROR" >"$log" 2>&1; then
+        tail -n 20 "$log" | sed "s/^/$name: /" >&2
+        die "$name: debootstrap failed; full log in $log"
+    fi
+    # The grader user is nobody:nogroup (65534), which base-passwd creates; the sandbox
+    # bind-mounts the workspace and report over these directories.
+    grep -q '^nobody:x:65534:65534:' "$ROOTFS/etc/passwd" || die "$name: no nobody (65534) user in the rootfs"
+    install -d -m 0755 -o 65534 -g 65534 "$ROOTFS/workspace" "$ROOTFS/report"
+    chmod 1777 "$ROOTFS/tmp"
+    # Trim what a grader never needs.
+    rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
+           "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* \
+           "$ROOTFS"/var/log/*.log "$ROOTFS"/debootstrap
+    tar --numeric-owner --xattrs -C "$ROOTFS" -cf "$tarball.tmp" .
+    mv "$tarball.tmp" "$tarball"
+    rm -rf --one-file-system "$ROOTFS"; ROOTFS=""
+}
+
+smoke_test() {  # name image: the toolchain runs as the grader user with no network
+    local name=$1 image=$2 check
+    case $name in
+        python) check='python3 --version && python3 -m pytest --version' ;;
+        node)   check='node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
+        make)   check='make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
+    esac
+    docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \
+        sh -c "test -d /workspace && test -d /report && [ \"\$(id -u)\" = 65534 ] && $check" 2>&1 \
+        | sed "s/^/$name: /" >&2
+    [ "${PIPESTATUS[0]}" -eq 0 ] || die "$name: smoke test of $image failed"
+}
+
+build_one() {  # name
+    local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id
+    trap cleanup EXIT
+    key=$(printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs" | sha256sum | cut -c1-16)
+    tarball="$CACHE/rootfs-$name-$key.tar"
+    if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then
+        make_rootfs "$name" "$pkgs" "$tarball"
+    else
+        say "$name: using cached rootfs $tarball"
+    fi
+    old_id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+    docker import \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'ENV LANG=C.UTF-8' \
+        --change 'USER 65534:65534' \
+        --change 'WORKDIR /workspace' \
+        --change 'CMD ["/bin/sh"]' \
+        --change "LABEL org.evalq.grader=$name org.evalq.rootfs-key=$key" \
+        "$tarball" "$image" >/dev/null || die "$name: docker import failed"
+    smoke_test "$name" "$image"
+    new_id=$(docker image inspect --format '{{.Id}}' "$image")
+    if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+        docker image rm "$old_id" >/dev/null 2>&1 || true  # the replaced image, if unused
+    fi
+    say "$name: built $image in $((SECONDS - start)) s"
+}
+
+# Build the root file systems on a tmpfs of their own: dpkg fsyncs every file it unpacks,
+# which on a virtual disk costs more than everything else together (and serialises the
+# parallel builds). Set EVALQ_BUILD_TMPFS=0 to build on disk instead.
+WORK="$CACHE/work"
+mkdir -p "$WORK"
+work_mounted=0
+unmount_work() { [ "$work_mounted" -eq 1 ] && umount -l "$WORK" 2>/dev/null || true; }
+trap unmount_work EXIT
+if [ "${EVALQ_BUILD_TMPFS:-1}" != 0 ] && ! mountpoint -q "$WORK"; then
+    if mount -t tmpfs -o "size=${EVALQ_BUILD_TMPFS_SIZE:-4g},mode=0755" evalq-grader-build "$WORK"; then
+        work_mounted=1
+    else
+        say "NOTE: could not mount a tmpfs on $WORK; building on disk (slower)"
+    fi
+fi
+
+pids=(); names=()
+for name in "${wanted[@]}"; do
+    if [ "$force" -eq 0 ] && docker image inspect "evalq-grader-$name:local" >/dev/null 2>&1; then
+        say "$name: evalq-grader-$name:local exists, skipping (use --force to rebuild)"
+        continue
+    fi
+    ( build_one "$name" ) &
+    pids+=($!); names+=("$name")
+done
+failed=()
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed+=("${names[$i]}")
+done
+[ "${#failed[@]}" -eq 0 ] || die "failed to build: ${failed[*]}"
+[ "${#names[@]}" -eq 0 ] || say "done in $SECONDS s: ${names[*]}"
