@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from ...models import Condition
 from .base import AgentAdapter, AgentContext, AgentResult
+from .claude_code import ClaudeCode
+from .codex import Codex
+from .command_template import CommandTemplate
+from .mini_swe_agent import MiniSweAgent
+from .opencode import OpenCode
 from .scripted import ScriptedAgent
 
-ADAPTERS: dict[str, type[AgentAdapter]] = {ScriptedAgent.name: ScriptedAgent}
+ADAPTERS: dict[str, type[AgentAdapter]] = {
+    a.name: a for a in (ScriptedAgent, ClaudeCode, Codex, OpenCode, MiniSweAgent, CommandTemplate)}
 
 
 def register(adapter: type[AgentAdapter]) -> type[AgentAdapter]:

@@ -8,6 +8,13 @@ Settings (condition.settings):
   usage = {input_tokens=…, output_tokens=…, cache_read_tokens=…, cache_write_tokens=…,
            cost_usd=…, tool_calls=…}       (reported back as the agent's own usage; absent ⇒ None)
   fail_attempts = <int>                   (action "infra_fail": attempts up to this number fail)
+  action "probe"                          reports its HOME/TMPDIR/workspace and whether a marker
+                                          an earlier run might have left there is visible, then
+                                          leaves markers of its own (profile isolation tests)
+  spawn_child = true                      (action "sleep": sleep in a grandchild process too)
+  echo_env = ["NAME", …]                  print these variables' values to stdout, stderr, the
+                                          report and a workspace file (redaction tests)
+  credential_env = ["NAME", …]            credentials to pass on (default: none)
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from ...models import RunMetrics
 from ...proc import ProcResult
 from .base import AgentAdapter, AgentContext, AgentResult
 
-ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail")
+ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
               "tool_calls", "tool_failures", "turns")
 
@@ -32,6 +39,9 @@ class ScriptedAgent(AgentAdapter):
 
     @classmethod
     def validate_settings(cls, settings: dict[str, Any]):
+        problem = super().validate_settings(settings)
+        if problem:
+            return problem
         action = settings.get("action", "noop")
         if action not in ACTIONS:
             return "settings.action", f"unknown scripted action '{action}'", \
@@ -65,6 +75,7 @@ class ScriptedAgent(AgentAdapter):
                 continue
         final = next((e for e in reversed(events) if e.get("type") == "result"), {})
         usage = final.get("usage") or {}
+
         metrics = RunMetrics(**{k: usage.get(k) for k in USAGE_KEYS})
         if usage.get("cost_usd") is not None:
             metrics.reported_cost_usd = usage["cost_usd"]

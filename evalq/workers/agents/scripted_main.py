@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,10 +31,27 @@ def main(plan_text: str) -> int:
         emit({"type": "tool", "name": "patch", "exit": done.returncode})
         report = "Applied the patch; the task is done."
     elif action == "sleep":
+        if plan.get("spawn_child"):
+            child = subprocess.Popen(["sleep", str(float(plan["seconds"]) + 60)])
+            emit({"type": "child", "pid": child.pid})
         time.sleep(float(plan["seconds"]))
         report = f"Slept {plan['seconds']} s."
+    elif action == "probe":
+        places = {"home": os.environ["HOME"], "tmp": os.environ["TMPDIR"],
+                  "workspace": str(workspace)}
+        seen = {k: (Path(v) / ".evalq-probe-marker").exists() for k, v in places.items()}
+        for folder in places.values():
+            (Path(folder) / ".evalq-probe-marker").write_text("left by an earlier run\n")
+        emit({"type": "probe", "paths": places, "marker_seen": seen})
+        report = "Probed the profile."
     else:
         report = "Did nothing; the task is done."
+    for name in plan.get("echo_env") or []:
+        value = os.environ.get(name, "")
+        print(f"{name}={value}", flush=True)
+        print(f"debug: {name}={value}", file=sys.stderr, flush=True)
+        (workspace / "leak.txt").write_text(f"{name}={value}\n")
+        report += f" ({name}={value})"
     emit({"type": "result", "stop_reason": "completed", "report": report,
           "usage": plan.get("usage")})
     return 0

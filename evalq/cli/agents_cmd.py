@@ -1,0 +1,33 @@
+"""`evalq agents list`: every agent adapter and whether its executable is installed here."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.group()
+def agents() -> None:
+    """Agent adapters on this machine."""
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per adapter.")
+def list_agents(as_json: bool) -> None:
+    """Show each adapter, whether its executable is installed, and where (EVALQ_AGENT_PATH, PATH)."""
+    from ..workers.agents import ADAPTERS
+
+    rows = []
+    for name, adapter in sorted(ADAPTERS.items()):
+        ok, where = adapter.installed()
+        rows.append({"name": name, "executable": adapter.executable, "installed": ok,
+                     "where": where, "description": adapter.description})
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return
+    width = max(len(r["name"]) for r in rows)
+    for row in rows:
+        state = "installed" if row["installed"] else "missing"
+        click.echo(f"{row['name']:<{width}}  {state:<9}  {row['where']}  — {row['description']}")

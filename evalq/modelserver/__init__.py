@@ -1,0 +1,10 @@
+"""A scripted model server on loopback for tests and dry runs (OpenAI chat and Anthropic messages).
+
+It replays a scripted conversation, reporting exactly the usage numbers the script gives, so a
+test can check that what an agent reports and evalq stores match what the "provider" billed.
+"""
+
+from .script import Script, Turn, load_script
+from .server import ModelServer
+
+__all__ = ["ModelServer", "Script", "Turn", "load_script"]

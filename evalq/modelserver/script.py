@@ -1,0 +1,81 @@
+"""The scripted conversation a model server replays: turns of text, tool calls and usage."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import UserError
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One assistant reply. `match` limits which requests may consume it (see `Turn.matches`)."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: dict[str, Optional[int]] = field(default_factory=dict)
+    match: dict[str, Any] = field(default_factory=dict)
+
+    def matches(self, request: dict[str, Any]) -> bool:
+        """`tools`: the request must (True) or must not (False) declare tools; `tool`: one tool
+        name it must declare; `contains`: text the request body must hold."""
+        tools = request.get("tools") or []
+        names = {t.get("name") or (t.get("function") or {}).get("name") for t in tools}
+        if "tools" in self.match and bool(tools) != bool(self.match["tools"]):
+            return False
+        if "tool" in self.match and self.match["tool"] not in names:
+            return False
+        if "contains" in self.match and self.match["contains"] not in json.dumps(request):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Script:
+    turns: tuple[Turn, ...]
+    fallback: Turn = Turn(text="OK.")
+
+
+def _turn(raw: dict[str, Any], where: str) -> Turn:
+    unknown = set(raw) - {"text", "tool_calls", "usage", "match"}
+    if unknown:
+        raise UserError(f"unknown keys {sorted(unknown)} in {where}", field=where,
+                        fix="use text, tool_calls, usage, match")
+    usage = raw.get("usage") or {}
+    bad = set(usage) - set(USAGE_KEYS)
+    if bad:
+        raise UserError(f"unknown usage keys {sorted(bad)}", field=f"{where}.usage",
+                        fix=f"use {', '.join(USAGE_KEYS)}")
+    calls = tuple(ToolCall(name=c["name"], arguments=dict(c.get("arguments") or {}))
+                  for c in raw.get("tool_calls") or [])
+    return Turn(text=raw.get("text", ""), tool_calls=calls, usage=dict(usage),
+                match=dict(raw.get("match") or {}))
+
+
+def parse_script(data: dict[str, Any]) -> Script:
+    turns = tuple(_turn(t, f"turns[{i}]") for i, t in enumerate(data.get("turns") or []))
+    fallback = _turn(data["fallback"], "fallback") if "fallback" in data else Turn(text="OK.")
+    return Script(turns=turns, fallback=fallback)
+
+
+def load_script(path: Path) -> Script:
+    """A script file in JSON or TOML: {turns = [...], fallback = {...}}."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"cannot parse the model script: {exc}", file=str(path),
+                        fix="write JSON or TOML") from None
+    return parse_script(data)

@@ -1,0 +1,83 @@
+"""Any agent started by a command line: argv with placeholders, usage from a file it writes.
+
+settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model} and
+{output_dir}. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
+cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
+numbers are used; otherwise they are unavailable. {output_dir}/report.txt, if written, is the
+final report. settings.credential_env lists the credential variables to pass on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...models import RunMetrics
+from ...proc import ProcResult
+from .base import AgentAdapter, AgentContext, AgentResult
+from .locate import find_executable
+from .streams import opt_int
+
+PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "output_dir")
+COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+          "tool_calls", "tool_failures", "turns")
+
+
+class CommandTemplate(AgentAdapter):
+    name = "command"
+    executable = None
+    description = "a command line of your own: argv with {prompt}, {workspace}, {model}, …"
+
+    @classmethod
+    def validate_settings(cls, settings: dict[str, Any]):
+        problem = super().validate_settings(settings)
+        if problem:
+            return problem
+        argv = settings.get("argv")
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            return "settings.argv", "the command agent needs argv, a list of strings", \
+                "write argv = [\"my-agent\", \"--task\", \"{prompt_file}\"]"
+        for item in argv:
+            try:
+                item.format(**{k: "" for k in PLACEHOLDERS})
+            except (KeyError, IndexError, ValueError) as exc:
+                return "settings.argv", f"bad placeholder in {item!r}: {exc}", \
+                    f"use only {{{'}, {'.join(PLACEHOLDERS)}}} (double braces for literal ones)"
+        return None
+
+    def output_dir(self, ctx: AgentContext):
+        return ctx.profile.logs / "agent-output"
+
+    def command(self, ctx: AgentContext) -> list[str]:
+        from ...errors import InfrastructureError
+
+        out = self.output_dir(ctx)
+        out.mkdir(parents=True, exist_ok=True)
+        prompt_file = ctx.profile.logs / "prompt.txt"
+        prompt_file.write_text(ctx.prompt)
+        values = {"prompt": ctx.prompt, "prompt_file": str(prompt_file),
+                  "workspace": str(ctx.workspace), "model": ctx.model or "",
+                  "output_dir": str(out)}
+        argv = [item.format(**values) for item in ctx.settings["argv"]]
+        found = find_executable(argv[0])
+        if found is None:
+            raise InfrastructureError(f"command '{argv[0]}' is not installed on this worker")
+        return [found, *argv[1:]]
+
+    def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
+        out = self.output_dir(ctx)
+        metrics = RunMetrics()
+        try:
+            usage = json.loads((out / "usage.json").read_text())
+        except (OSError, ValueError):
+            usage = None
+        if isinstance(usage, dict):
+            for key in COUNTS:
+                setattr(metrics, key, opt_int(usage.get(key)))
+            if isinstance(usage.get("cost_usd"), (int, float)):
+                metrics.reported_cost_usd = float(usage["cost_usd"])
+        report_path = out / "report.txt"
+        report = report_path.read_text(errors="replace") if report_path.is_file() else None
+        return AgentResult(exit_code=proc.exit_code, timed_out=False,
+                           stop_reason="exit" if proc.exit_code == 0 else f"exit {proc.exit_code}",
+                           metrics=metrics, transcript=proc.stdout, final_report=report)

@@ -1,0 +1,118 @@
+"""mini-swe-agent (PyPI `mini-swe-agent`): one bash tool, a JSON trajectory file per run.
+
+Runs `mini --yolo --exit-immediately` with the trajectory written into the run's logs dir; the
+trajectory keeps each model response with its usage, which is where tokens are read from.
+Settings: model (litellm name, e.g. openai/gpt-5), base_url, config (a mini config file or
+builtin name, default mini.yaml), extra_config (list of key=value), executable.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from ...models import RunMetrics
+from ...proc import ProcResult
+from .base import AgentAdapter, AgentContext, AgentResult
+from .streams import opt_int, opt_sum
+
+PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+                 "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}
+LIMIT_STATUSES = {"LimitsExceeded": "step or cost limit reached",
+                  "TimeExceeded": "agent time limit reached"}
+
+
+def _usage(message: dict[str, Any]) -> Optional[dict[str, Optional[int]]]:
+    """evalq-convention usage of one assistant message (OpenAI-style prompt includes cache)."""
+    response = (message.get("extra") or {}).get("response") or {}
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = opt_int(usage.get("prompt_tokens")), opt_int(usage.get("completion_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = opt_int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return {"prompt": prompt,
+            "input_tokens": None if prompt is None else prompt - (cached or 0),
+            "output_tokens": completion, "cache_read_tokens": cached}
+
+
+class MiniSweAgent(AgentAdapter):
+    name = "mini-swe-agent"
+    executable = "mini"
+    description = "mini-swe-agent (PyPI mini-swe-agent), bash-only agent via litellm"
+    quiet_env = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
+                 "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
+                 "MSWEA_COST_TRACKING": "ignore_errors", "HF_HUB_OFFLINE": "1",
+                 "HF_HUB_DISABLE_TELEMETRY": "1", "PIP_PROGRESS_BAR": "off",
+                 "PYTHONUNBUFFERED": "1"}
+
+    def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
+        if ctx.settings.get("credential_env") is not None:
+            return tuple(ctx.settings["credential_env"])
+        provider = (ctx.model or "").split("/")[0]
+        return (PROVIDER_KEYS[provider],) if provider in PROVIDER_KEYS else ()
+
+    def environment(self, ctx: AgentContext) -> dict[str, str]:
+        return {"MSWEA_GLOBAL_CONFIG_DIR": str(ctx.profile.home / ".config" / "mini-swe-agent")}
+
+    def trajectory_path(self, ctx: AgentContext):
+        return ctx.profile.logs / "mini.traj.json"
+
+    def command(self, ctx: AgentContext) -> list[str]:
+        argv = [self.executable_path(ctx), "--yolo", "--exit-immediately",
+                "-t", ctx.prompt, "-o", str(self.trajectory_path(ctx)),
+                "-c", str(ctx.settings.get("config", "mini.yaml")),
+                "-c", f"environment.cwd={ctx.workspace}",
+                "-l", f"{ctx.limits.max_cost_usd:g}" if ctx.limits.max_cost_usd else "0"]
+        if ctx.model:
+            argv += ["-m", ctx.model]
+        if ctx.settings.get("base_url"):
+            argv += ["-c", f"model.model_kwargs.api_base={ctx.settings['base_url']}"]
+        if ctx.limits.max_steps:
+            argv += ["-c", f"agent.step_limit={ctx.limits.max_steps}"]
+        for item in ctx.settings.get("extra_config", []):
+            argv += ["-c", str(item)]
+        return argv
+
+    def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
+        path = self.trajectory_path(ctx)
+        try:
+            trajectory = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            trajectory = None
+        metrics = RunMetrics()
+        if not isinstance(trajectory, dict):
+            stop = "no trajectory" if not proc.timed_out else None
+            return AgentResult(exit_code=proc.exit_code, timed_out=False, stop_reason=stop,
+                               metrics=metrics)
+        messages = [m for m in trajectory.get("messages") or [] if isinstance(m, dict)]
+        replies = [m for m in messages if m.get("role") == "assistant"]
+        usages = [_usage(m) for m in replies]
+        if replies and all(u is not None for u in usages):
+            metrics.input_tokens = opt_sum(u["input_tokens"] for u in usages)
+            metrics.output_tokens = opt_sum(u["output_tokens"] for u in usages)
+            metrics.cache_read_tokens = opt_sum(u["cache_read_tokens"] for u in usages)
+            prompts = [u["prompt"] for u in usages]
+            metrics.request_prompt_tokens = prompts if None not in prompts else None
+        actions = [a for m in replies for a in (m.get("extra") or {}).get("actions") or []]
+        outputs = [m for m in messages if m.get("role") == "tool"]
+        metrics.tool_calls = len(actions)
+        metrics.tool_failures = sum(
+            1 for m in outputs
+            if (m.get("extra") or {}).get("returncode") not in (0, None)
+            and "not executed" not in str((m.get("extra") or {}).get("exception_info") or ""))
+        metrics.turns = len(replies)
+        cost = ((trajectory.get("info") or {}).get("model_stats") or {}).get("instance_cost")
+        # with cost tracking off for unknown models mini reports 0.0: that is "unknown", not free
+        if isinstance(cost, (int, float)) and cost > 0:
+            metrics.reported_cost_usd = float(cost)
+        exit_info = next((m.get("extra") or {} for m in reversed(messages)
+                          if m.get("role") == "exit"), {})
+        status = exit_info.get("exit_status") or (trajectory.get("info") or {}).get("exit_status")
+        timed_out = status in LIMIT_STATUSES
+        stop = LIMIT_STATUSES.get(status, (status or "").lower() or None)
+        report = exit_info.get("submission") or next(
+            (m.get("content") for m in reversed(replies) if m.get("content")), None)
+        return AgentResult(exit_code=proc.exit_code, timed_out=timed_out, stop_reason=stop,
+                           metrics=metrics, transcript=path.read_bytes(),
+                           final_report=report if isinstance(report, str) else None)

@@ -1,0 +1,93 @@
+"""Redaction of credentials from everything evalq keeps: artifacts, payloads (DB rows), logs.
+
+A value shorter than MIN_SECRET characters is not treated as a secret (it would mangle text).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from .secrets import secret_values
+
+MASK = "[REDACTED]"
+MIN_SECRET = 8
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str]):
+        self.secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len,
+                              reverse=True)
+        self._bytes = [s.encode() for s in self.secrets]
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            value = value.replace(secret, MASK)
+        return value
+
+    def data(self, value: bytes) -> bytes:
+        for secret in self._bytes:
+            value = value.replace(secret, MASK.encode())
+        return value
+
+    def obj(self, value: Any) -> Any:
+        """A JSON-like value with every string redacted (keys too)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, bytes):
+            return self.data(value)
+        if isinstance(value, dict):
+            return {self.obj(k): self.obj(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.obj(v) for v in value)
+        return value
+
+    def tree(self, root: Path) -> list[str]:
+        """Rewrite, in place, every regular file under root that holds a secret; returns them."""
+        changed = []
+        if not self:
+            return changed
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                path = Path(dirpath) / name
+                if path.is_symlink() or not path.is_file():
+                    continue
+                data = path.read_bytes()
+                clean = self.data(data)
+                if clean != data:
+                    path.write_bytes(clean)
+                    changed.append(path.relative_to(root).as_posix())
+        return changed
+
+
+def default_redactor() -> Redactor:
+    return Redactor(secret_values())
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites a log record's message with secrets masked before any handler sees it."""
+
+    def __init__(self, redactor: Redactor):
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.redactor:
+            message = record.getMessage()
+            clean = self.redactor.text(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
+
+def install_log_redaction(redactor: Redactor | None = None) -> None:
+    """Add the filter to every handler of the root logger (once per handler)."""
+    redactor = redactor or default_redactor()
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter(redactor))
