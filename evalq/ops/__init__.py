@@ -1,0 +1,1 @@
+"""Operating a running study from the database: status, recovery, resubmission, environments."""

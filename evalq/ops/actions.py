@@ -1,0 +1,119 @@
+"""Resubmit, regrade and cancel: each a database change first, then messages (DESIGN).
+
+Every attempt stays a row: resubmission adds attempt n+1 beside the failed one, so the report
+can show first-attempt and eventual figures (SPEC D3). Regrading re-sends stored artifacts to
+the grading queue without running the agent again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlmodel import Session, select
+
+from ..artifacts import open_store
+from ..config import Settings
+from ..errors import UserError
+from ..fixture_cache import cached_fixture
+from ..models import StudyManifest
+from ..store import AttemptRow, TrialRow, create_attempts, load_study, set_cancelled
+from .recovery import grading_payload, send_grading, trial_ref
+
+RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
+REGRADABLE = ("grading_failure", "correct", "incorrect")
+
+
+@dataclass
+class ActionSummary:
+    study: str
+    selected: int
+    sent: int
+    note: str = ""
+
+
+def _latest(engine, study_id: str) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
+    with Session(engine) as session:
+        trials = {t.id: t for t in session.exec(select(TrialRow).where(
+            TrialRow.study_id == study_id)).all()}
+        latest: dict[str, AttemptRow] = {}
+        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
+            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
+                latest[row.trial_id] = row
+    return trials, latest
+
+
+def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow,
+                 cache: dict) -> tuple[float, float]:
+    """Soft/hard Celery limits from the fixture's and study's budgets (as `evalq run` sets)."""
+    from ..workers.runner import effective_limits
+
+    if trial.fixture_id not in cache:
+        fixture = cached_fixture(open_store(settings.artifacts_url),
+                                 settings.home / "cache" / "fixtures", trial.fixture_ref,
+                                 trial.fixture_digest)
+        wall = effective_limits(fixture.spec.limits, manifest).wall_seconds
+        cache[trial.fixture_id] = (wall + 120, wall + 240)
+    return cache[trial.fixture_id]
+
+
+def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> ActionSummary:
+    """New attempts for trials whose latest attempt ended with `outcome`, and their messages."""
+    if outcome not in RESUBMITTABLE:
+        raise UserError(f"cannot resubmit outcome '{outcome}'", field="--outcome",
+                        fix=f"use one of {', '.join(RESUBMITTABLE)}")
+    study = load_study(engine, study_id)
+    if study.cancelled:
+        raise UserError(f"study '{study_id}' is cancelled", field="STUDY",
+                        fix=f"resume it first with `evalq run <manifest> --resume`")
+    manifest = StudyManifest.model_validate(study.manifest)
+    trials, latest = _latest(engine, study_id)
+    chosen = [(trials[r.trial_id], r.attempt + 1) for r in latest.values()
+              if r.outcome == outcome and r.trial_id in trials]
+    chosen.sort(key=lambda item: item[0].order_index)
+    create_attempts(engine, [t.id for t, _ in chosen], {t.id: a for t, a in chosen}, study_id)
+    cache: dict = {}
+    visibility = settings.visibility_timeout
+    with app.producer_or_acquire() as producer:
+        for trial, attempt in chosen:
+            soft, hard = _time_limits(settings, manifest, trial, cache)
+            message = dict(trial_ref(trial, attempt), max_claims=manifest.max_attempts,
+                           visibility_timeout=visibility)
+            app.send_task("evalq.run_trial", args=[message], soft_time_limit=soft,
+                          time_limit=hard, producer=producer)
+    return ActionSummary(study_id, len(chosen), len(chosen))
+
+
+def regrade(app, engine, study_id: str, outcome: str = "grading_failure") -> ActionSummary:
+    """Re-send the stored final workspaces of attempts that ended with `outcome` to grading."""
+    if outcome not in REGRADABLE:
+        raise UserError(f"cannot regrade outcome '{outcome}' (no graded workspace)",
+                        field="--outcome", fix=f"use one of {', '.join(REGRADABLE)}")
+    load_study(engine, study_id)
+    trials, _ = _latest(engine, study_id)
+    with Session(engine) as session:
+        rows = session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id,
+                                                     AttemptRow.outcome == outcome)).all()
+    usable = [(trials[r.trial_id], r) for r in rows
+              if r.trial_id in trials and r.artifacts and r.artifacts.get("workspace")]
+    with app.producer_or_acquire() as producer:
+        for trial, row in usable:
+            app.send_task("evalq.grade_trial", args=[grading_payload(trial, row, regrade=True)],
+                          producer=producer)
+    skipped = len(rows) - len(usable)
+    note = f"{skipped} without a stored workspace skipped" if skipped else ""
+    return ActionSummary(study_id, len(rows), len(usable), note)
+
+
+def cancel(engine, study_id: str) -> ActionSummary:
+    """Flag the study: queued attempts become 'cancelled' (their messages find nothing to claim),
+    running agents stop at their next poll; finished attempts are kept as they are."""
+    load_study(engine, study_id)
+    queued = set_cancelled(engine, study_id)
+    with Session(engine) as session:
+        running = len(session.exec(select(AttemptRow.id).where(
+            AttemptRow.study_id == study_id, AttemptRow.state == "running",
+            AttemptRow.outcome.is_(None))).all())
+    return ActionSummary(study_id, queued + running, 0,
+                         f"{queued} queued attempt(s) revoked, {running} running told to stop "
+                         f"(at {time.strftime('%H:%M:%S')})")

@@ -1,0 +1,151 @@
+"""Re-sending what the queue lost, decided from the database (DESIGN: the DB is the truth).
+
+* a running attempt whose lease expired (its worker died, its host lost the network) gets its
+  run_trial message again; the claim lets exactly one delivery take it;
+* an attempt stuck in 'grading' (agent done, artifacts stored, grading message lost) gets a
+  grade_trial message rebuilt from the stored row, without re-running the agent;
+* when the broker restarted (Redis run id changed) every pending trial is re-sent, since a
+  broker without persistence forgets its queues.
+Duplicates are harmless: claims and idempotent upserts absorb them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from sqlmodel import Session, select
+
+from ..store import AttemptRow, TrialRow
+
+log = logging.getLogger("evalq.recovery")
+
+GRADE_FIELDS = ("worker_host", "worker_env", "started_at", "agent_finished_at", "metrics",
+                "artifacts")
+
+
+def trial_ref(trial: TrialRow, attempt: int) -> dict[str, Any]:
+    return {"study_id": trial.study_id, "trial_id": trial.id, "attempt": attempt,
+            "fixture_id": trial.fixture_id, "condition": trial.condition,
+            "repetition": trial.repetition, "fixture_ref": trial.fixture_ref,
+            "fixture_digest": trial.fixture_digest}
+
+
+def grading_payload(trial: TrialRow, row: AttemptRow, regrade: bool = False) -> dict[str, Any]:
+    """The grade_trial message for a stored attempt: ids and artifact references only."""
+    payload = trial_ref(trial, row.attempt)
+    for name in GRADE_FIELDS:
+        value = getattr(row, name)
+        if value is not None:
+            payload[name] = value
+    if regrade:
+        payload["regrade"] = True
+    return payload
+
+
+def _rows(engine, study_id: str) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
+    with Session(engine) as session:
+        trials = {t.id: t for t in session.exec(select(TrialRow).where(
+            TrialRow.study_id == study_id)).all()}
+        latest: dict[str, AttemptRow] = {}
+        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
+            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
+                latest[row.trial_id] = row
+    return trials, latest
+
+
+def stranded(engine, study_id: str, grading_grace: float,
+             now: Optional[float] = None) -> tuple[list, list]:
+    """(expired running attempts, grading attempts older than grading_grace) as (trial, row)."""
+    now = time.time() if now is None else now
+    trials, latest = _rows(engine, study_id)
+    expired, grading = [], []
+    for trial_id, row in latest.items():
+        if row.outcome is not None or trial_id not in trials:
+            continue
+        if row.state == "running" and (row.lease_expires_at or 0) < now:
+            expired.append((trials[trial_id], row))
+        elif row.state == "grading" and row.artifacts and \
+                (row.agent_finished_at or 0) < now - grading_grace:
+            grading.append((trials[trial_id], row))
+    return expired, grading
+
+
+def send_grading(app, items: list) -> int:
+    with app.producer_or_acquire() as producer:
+        for trial, row in items:
+            app.send_task("evalq.grade_trial", args=[grading_payload(trial, row)],
+                          producer=producer)
+    return len(items)
+
+
+def broker_run_id(broker_url: Optional[str]) -> Optional[str]:
+    """The Redis server's run id (changes on restart); None for other brokers or when down."""
+    if not broker_url or not broker_url.startswith(("redis://", "rediss://")):
+        return None
+    try:
+        import redis
+
+        client = redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            return str(client.info("server").get("run_id"))
+        finally:
+            client.close()
+    except Exception:
+        return None
+
+
+class Sweeper:
+    """Called from the launcher's wait loop; at most every `every` seconds it re-sends what was lost.
+
+    `resend_all()` re-sends every pending trial (launch.send_trials with resume=True);
+    `resend_expired(expired)` re-sends run_trial for attempts whose lease expired.
+    """
+
+    def __init__(self, app, engine, study_id: str, broker_url: Optional[str], every: float,
+                 grading_grace: float, resend_all, resend_expired):
+        self.app, self.engine, self.study_id = app, engine, study_id
+        self.broker_url, self.every, self.grading_grace = broker_url, every, grading_grace
+        self.resend_all, self.resend_expired = resend_all, resend_expired
+        self.last = time.monotonic()
+        self.run_id = broker_run_id(broker_url)
+        self.sent_for: dict[tuple[str, int, str], float] = {}
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last < self.every:
+            return
+        self.last = time.monotonic()
+        try:
+            self._sweep()
+        except Exception as exc:  # broker or database blip: try again next time
+            log.warning("recovery sweep failed (will retry): %s", exc)
+
+    def _fresh(self, items: list, kind: str) -> list:
+        """Leave out what this sweeper re-sent less than a grace ago (give it time to run)."""
+        now = time.monotonic()
+        keep = [(t, r) for t, r in items
+                if now - self.sent_for.get((t.id, r.attempt, kind), -1e9) > self.grading_grace]
+        for t, r in keep:
+            self.sent_for[(t.id, r.attempt, kind)] = now
+        return keep
+
+    def _sweep(self) -> None:
+        run_id = broker_run_id(self.broker_url)
+        if run_id is not None and self.run_id is not None and run_id != self.run_id:
+            log.warning("the broker restarted; re-sending every pending trial")
+            self.run_id = run_id
+            self.resend_all()
+            _, grading = stranded(self.engine, self.study_id, 0.0)
+            send_grading(self.app, grading)
+            return
+        if run_id is not None:
+            self.run_id = run_id
+        expired, grading = stranded(self.engine, self.study_id, self.grading_grace)
+        expired = self._fresh(expired, "run")
+        if expired:
+            log.warning("re-sending %d trial(s) whose lease expired", len(expired))
+            self.resend_expired(expired)
+        grading = self._fresh(grading, "grade")
+        if grading:
+            send_grading(self.app, grading)
