@@ -1,0 +1,156 @@
+"""Cost and wall-time forecast of a design from the pilot's per-run cost and duration distributions.
+
+Each total is given at the pilot's per-run median and 90th percentile (numpy's linear
+interpolation), and cost also at the mean (the expected total). Every attempt is a run: the
+pilot's attempts per trial scale the number of runs, so retries are paid for. Wall time
+assumes the runs go out in waves of ``workers`` at a time. Anything the pilot cannot say is
+None with a reason, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from .pilot import Pilot
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A per-run quantity's median, 90th percentile and mean over the runs that reported it."""
+
+    median: Optional[float]
+    p90: Optional[float]
+    mean: Optional[float]
+    runs_with_value: int
+    runs_without_value: int
+    unavailable_reason: Optional[str] = None
+
+    @classmethod
+    def of(cls, values: list[Optional[float]], what: str, field: str) -> "Distribution":
+        known = [float(v) for v in values if v is not None]
+        missing = len(values) - len(known)
+        if not values:
+            return cls(None, None, None, 0, 0, "the pilot has no finished attempt")
+        if not known:
+            return cls(None, None, None, 0, missing,
+                       f"none of the pilot's {missing} attempts reports {what} ({field}: null)")
+        arr = np.asarray(known)
+        return cls(float(np.median(arr)), float(np.quantile(arr, 0.9)), float(arr.mean()),
+                   len(known), missing)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunDistributions:
+    """What the forecast needs from a pilot; stored in the study lock so `evalq run` can reuse it."""
+
+    cost_usd: Distribution
+    duration_seconds: Distribution
+    attempts_per_trial: Optional[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cost_usd": self.cost_usd.as_dict(),
+                "duration_seconds": self.duration_seconds.as_dict(),
+                "attempts_per_trial": self.attempts_per_trial}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunDistributions":
+        return cls(cost_usd=Distribution(**data["cost_usd"]),
+                   duration_seconds=Distribution(**data["duration_seconds"]),
+                   attempts_per_trial=data.get("attempts_per_trial"))
+
+
+def run_distributions(pilot: Pilot) -> RunDistributions:
+    costs = [c for r in pilot.runs for c in r.cost_usd]
+    durations = [d for r in pilot.runs for d in r.duration_seconds]
+    with_attempts = [r for r in pilot.runs if r.attempts]
+    per_trial = (sum(r.attempts for r in with_attempts) / len(with_attempts)) if with_attempts else None
+    return RunDistributions(cost_usd=Distribution.of(costs, "a cost",
+                                                     "metrics.cost_usd and metrics.reported_cost_usd"),
+                            duration_seconds=Distribution.of(durations, "a duration",
+                                                             "metrics.duration_seconds"),
+                            attempts_per_trial=per_trial)
+
+
+def _times(n: Optional[float], value: Optional[float]) -> Optional[float]:
+    return None if n is None or value is None else n * value
+
+
+def forecast(dists: RunDistributions, trials: int, workers: Optional[int]) -> dict[str, Any]:
+    """Totals for ``trials`` trials on ``workers`` agent workers, as plain data for JSON and text."""
+    runs = None if dists.attempts_per_trial is None else trials * dists.attempts_per_trial
+    cost, dur = dists.cost_usd, dists.duration_seconds
+    cost_note = None
+    if cost.unavailable_reason is None and cost.runs_without_value:
+        cost_note = (f"{cost.runs_without_value} of {cost.runs_with_value + cost.runs_without_value} "
+                     "pilot attempts have no cost and are left out; the forecast assumes they "
+                     "cost like the rest")
+    waves = None if runs is None or not workers else math.ceil(runs / workers - 1e-9)
+    wall_reason = dur.unavailable_reason
+    if wall_reason is None and not workers:
+        wall_reason = "the number of agent workers is not known (pass --workers)"
+    if wall_reason is None and runs is None:
+        wall_reason = "the pilot has no finished attempt"
+    return {
+        "trials": trials,
+        "runs": runs,
+        "attempts_per_trial": dists.attempts_per_trial,
+        "workers": workers,
+        "cost_usd": {
+            "available": cost.unavailable_reason is None,
+            "reason": cost.unavailable_reason,
+            "note": cost_note,
+            "per_run": {"median": cost.median, "p90": cost.p90, "mean": cost.mean},
+            "total_at_median": _times(runs, cost.median),
+            "total_at_p90": _times(runs, cost.p90),
+            "expected_total": _times(runs, cost.mean),
+        },
+        "wall_seconds": {
+            "available": wall_reason is None,
+            "reason": wall_reason,
+            "waves": waves,
+            "per_run": {"median": dur.median, "p90": dur.p90, "mean": dur.mean},
+            "at_median": None if wall_reason else _times(waves, dur.median),
+            "at_p90": None if wall_reason else _times(waves, dur.p90),
+        },
+    }
+
+
+def _money(value: Optional[float]) -> str:
+    return "unavailable" if value is None else f"${value:,.2f}"
+
+
+def _clock(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "unavailable"
+    hours, rest = divmod(int(round(seconds)), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def forecast_lines(fc: dict[str, Any]) -> list[str]:
+    """The forecast in a few lines of prose for the terminal."""
+    cost, wall = fc["cost_usd"], fc["wall_seconds"]
+    lines = [f"forecast for {fc['trials']} trials"
+             + (f" ({fc['runs']:.0f} runs at {fc['attempts_per_trial']:.2f} attempts per trial)"
+                if fc["runs"] is not None else "")]
+    if cost["available"]:
+        lines.append(f"  cost: {_money(cost['total_at_median'])} at the pilot's median run, "
+                     f"{_money(cost['total_at_p90'])} at its 90th percentile, "
+                     f"{_money(cost['expected_total'])} expected (mean)")
+        if cost["note"]:
+            lines.append(f"  note: {cost['note']}")
+    else:
+        lines.append(f"  cost: unavailable: {cost['reason']}")
+    if wall["available"]:
+        lines.append(f"  wall time on {fc['workers']} agent workers: {_clock(wall['at_median'])} "
+                     f"at the median run, {_clock(wall['at_p90'])} at the 90th percentile")
+    else:
+        lines.append(f"  wall time: unavailable: {wall['reason']}")
+    return lines

@@ -1,0 +1,74 @@
+"""The launch check: a study above a trial-count threshold shows its forecast and needs --yes.
+
+The forecast comes from the planning section of the study's lock (`evalq plan --write-lock`);
+without one, the check shows the trial count and says cost and time are unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from ..errors import UserError
+from .forecast import RunDistributions, forecast, forecast_lines
+from .lock import read_planning
+
+THRESHOLD_ENV = "EVALQ_CONFIRM_ABOVE"
+DEFAULT_THRESHOLD = 200
+
+
+def confirm_threshold() -> int:
+    """Trials above which `evalq run` asks for --yes (EVALQ_CONFIRM_ABOVE, default 200)."""
+    raw = os.environ.get(THRESHOLD_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_THRESHOLD
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UserError(f"{THRESHOLD_ENV}={raw!r} is not a whole number of trials",
+                        field=THRESHOLD_ENV, fix="set it to a count such as 200, or unset it")
+    return value
+
+
+def planned_trials(study: Any) -> int:
+    manifest = study.manifest
+    return len(study.fixtures) * len(manifest.conditions) * manifest.repetitions
+
+
+def launch_forecast(study: Any, workers: Optional[int]) -> list[str]:
+    """Lines describing what the launch will cost, from the lock's plan if there is one."""
+    trials = planned_trials(study)
+    planning = read_planning(study)
+    if not planning or "run_distributions" not in planning:
+        return [f"study {study.id}: {trials} trials",
+                "  cost: unavailable: no pilot plan in the study lock "
+                f"(run `evalq plan {study.path.name} --pilot PILOT --write-lock`)",
+                "  wall time: unavailable: no pilot plan in the study lock"]
+    if workers is None:
+        workers = (planning.get("forecast") or {}).get("workers")
+    dists = RunDistributions.from_dict(planning["run_distributions"])
+    pilot = (planning.get("pilot") or {}).get("study_id", "?")
+    return [f"study {study.id}: {trials} trials; forecast from pilot '{pilot}'",
+            *forecast_lines(forecast(dists, trials, workers))]
+
+
+def check_launch(study: Any, *, yes: bool, workers: Optional[int], echo, confirm) -> None:
+    """Show the forecast and require acceptance when the study is above the threshold.
+
+    ``confirm`` is asked only on an interactive terminal; otherwise --yes is required.
+    """
+    threshold = confirm_threshold()
+    trials = planned_trials(study)
+    if trials <= threshold:
+        return
+    for line in launch_forecast(study, workers):
+        echo(line)
+    if yes:
+        return
+    if confirm is not None and confirm(f"start {trials} trials (more than {threshold})?"):
+        return
+    raise UserError(f"study '{study.id}' plans {trials} trials, more than {threshold}",
+                    file=study.path, field="--yes",
+                    fix=f"review the forecast above and pass --yes, or raise {THRESHOLD_ENV}")

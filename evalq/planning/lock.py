@@ -1,0 +1,56 @@
+"""The plan as a pre-registration record: a "planning" section in the study lock.
+
+The section sits beside the frozen inputs but outside ``lock_digest`` on purpose: the
+lock digest is the study's identity and must change only when a frozen input changes.
+A plan is advice computed from another study's data; re-planning must neither rename the
+study nor make its results exploratory. The section carries its own digest instead, so an
+edit to it can be seen, and it is stored with the lock in the results database at launch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Optional
+
+from .. import __version__
+from ..digest import data_digest
+
+SECTION = "planning"
+_KEPT = ("schema", "pilot", "comparison", "target", "estimates", "simulation", "current_design",
+         "chosen_design", "chosen_reason", "power_warning", "run_distributions", "forecast",
+         "assumptions", "pilot_cautions")
+
+
+def planning_section(plan: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a plan worth pre-registering (not the whole grid), with a digest over them."""
+    body = {key: plan[key] for key in _KEPT if key in plan}
+    body["evalq_version"] = __version__
+    return dict(body, planning_digest=data_digest(body), planned_at=time.time())
+
+
+def write_planning(study: Any, plan: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Add (or replace) the planning section of the study's lock, freezing the study first if needed.
+
+    Returns the lock and its path; ``lock_digest`` is unchanged by this.
+    """
+    from ..manifest import freeze, verify_lock
+
+    lock = verify_lock(study) or freeze(study)
+    lock = dict(lock, **{SECTION: planning_section(plan)})
+    target = study.lock_path
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    tmp.replace(target)
+    return lock, target
+
+
+def read_planning(study: Any) -> Optional[dict[str, Any]]:
+    """The planning section of the study's lock file, or None when there is none (or no lock)."""
+    path = study.lock_path
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text()).get(SECTION)
+    except (json.JSONDecodeError, AttributeError):
+        return None

@@ -1,0 +1,137 @@
+"""A pilot study reduced to what planning needs: one row per agent run (task, condition, passed, cost, duration).
+
+The reader works over trial views (which attempt counts, SPEC D3), so any study whose rows are
+in the results database plans the same way, whether it was run here or imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+from ..digest import data_digest
+
+
+@dataclass(frozen=True)
+class PilotRun:
+    """One pilot trial: the counted outcome, plus what all its attempts cost and took.
+
+    ``passed`` is None for a trial without a valid outcome (grading or infrastructure failure,
+    or still pending). ``cost_usd``/``duration_seconds`` hold one value per attempt, None where
+    the attempt did not report it.
+    """
+
+    task: str
+    condition: str
+    repetition: int
+    passed: Optional[bool]
+    cost_usd: tuple[Optional[float], ...] = ()
+    duration_seconds: tuple[Optional[float], ...] = ()
+
+    @property
+    def attempts(self) -> int:
+        return max(len(self.cost_usd), len(self.duration_seconds))
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """A pilot's runs with its identity; ``digest`` changes if any run's data changes."""
+
+    study_id: str
+    lock_digest: Optional[str]
+    runs: tuple[PilotRun, ...]
+    hypotheses: tuple[tuple[str, str], ...] = ()  # the pilot's own (baseline, candidate) pairs
+
+    @property
+    def conditions(self) -> list[str]:
+        return list(dict.fromkeys(r.condition for r in self.runs))
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({r.task for r in self.runs})
+
+    def outcomes(self, condition: str) -> dict[str, list[Optional[bool]]]:
+        """{task: [passed, ...]} for one condition, the input shape of evalq.stats metrics."""
+        out: dict[str, list[Optional[bool]]] = {}
+        for run in self.runs:
+            if run.condition == condition:
+                out.setdefault(run.task, []).append(run.passed)
+        return out
+
+    @property
+    def digest(self) -> str:
+        rows = sorted((asdict(r) for r in self.runs),
+                      key=lambda r: (r["task"], r["condition"], r["repetition"]))
+        return data_digest({"study_id": self.study_id, "lock_digest": self.lock_digest,
+                            "runs": rows})
+
+    def describe(self) -> dict[str, Any]:
+        """The pilot's identity and size, for reports and the study lock."""
+        return {"study_id": self.study_id, "lock_digest": self.lock_digest,
+                "digest": self.digest, "tasks": len(self.tasks), "conditions": self.conditions,
+                "trials": len(self.runs),
+                "valid_trials": sum(1 for r in self.runs if r.passed is not None),
+                "attempts": sum(r.attempts for r in self.runs)}
+
+
+def attempt_cost(metrics: Optional[dict]) -> Optional[float]:
+    """The attempt's cost: the priced estimate, else the agent's own report; None if neither."""
+    if not metrics:
+        return None
+    for key in ("cost_usd", "reported_cost_usd"):
+        value = metrics.get(key)
+        if value is not None:
+            return float(value)
+    return None
+
+
+def attempt_duration(attempt: Any) -> Optional[float]:
+    """How long the attempt held an agent worker: start to agent end, else the agent's own duration."""
+    started, agent_done = getattr(attempt, "started_at", None), getattr(attempt, "agent_finished_at", None)
+    if started is not None and agent_done is not None and agent_done >= started:
+        return float(agent_done - started)
+    metrics = getattr(attempt, "metrics", None) or {}
+    if metrics.get("duration_seconds") is not None:
+        return float(metrics["duration_seconds"])
+    finished = getattr(attempt, "finished_at", None)
+    if started is not None and finished is not None and finished >= started:
+        return float(finished - started)
+    return None
+
+
+def pilot_from_views(study_id: str, views: Iterable[Any], lock_digest: Optional[str] = None) -> Pilot:
+    """Build a pilot from TrialView-like objects (fixture_id, condition, repetition, passed, attempts)."""
+    runs = []
+    for view in views:
+        finished = [a for a in view.attempts if getattr(a, "outcome", None) is not None]
+        runs.append(PilotRun(task=view.fixture_id, condition=view.condition,
+                             repetition=view.repetition, passed=view.passed,
+                             cost_usd=tuple(attempt_cost(a.metrics) for a in finished),
+                             duration_seconds=tuple(attempt_duration(a) for a in finished)))
+    return Pilot(study_id=study_id, lock_digest=lock_digest, runs=tuple(runs))
+
+
+def pilot_from_rows(study_id: str, rows: Sequence[dict[str, Any]]) -> Pilot:
+    """Build a pilot from plain rows {task, condition, passed, cost_usd?, duration_seconds?, repetition?}."""
+    runs = []
+    for i, row in enumerate(rows):
+        runs.append(PilotRun(task=str(row["task"]), condition=str(row["condition"]),
+                             repetition=int(row.get("repetition", i)), passed=row.get("passed"),
+                             cost_usd=(row.get("cost_usd"),),
+                             duration_seconds=(row.get("duration_seconds"),)))
+    return Pilot(study_id=study_id, lock_digest=None, runs=tuple(runs))
+
+
+def load_pilot(engine: Any, study_id: str) -> Pilot:
+    """Read a finished (or imported) study from the results database as a pilot."""
+    from ..report.attempts import trial_views
+    from ..store import attempts_of, load_study, trials_of
+
+    row = load_study(engine, study_id)
+    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
+    pilot = pilot_from_views(study_id, views, lock_digest=row.lock_digest)
+    pairs = tuple((h["baseline"], h["candidate"]) for h in (row.manifest or {}).get("hypotheses", [])
+                  if h.get("primary", True) and "baseline" in h and "candidate" in h)
+    return Pilot(study_id=pilot.study_id, lock_digest=pilot.lock_digest, runs=pilot.runs,
+                 hypotheses=pairs)
