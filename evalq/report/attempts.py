@@ -40,6 +40,11 @@ class TrialView:
         return finished[-1] if finished else None
 
     @property
+    def settled(self) -> bool:
+        """True when the latest attempt has an outcome (a resubmitted attempt may still run)."""
+        return bool(self.attempts) and self.attempts[-1].outcome is not None
+
+    @property
     def outcome(self) -> Optional[str]:
         counted = self.counted
         return counted.outcome if counted else None

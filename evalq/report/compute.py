@@ -18,6 +18,7 @@ from ..analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from ..analysis.reliability import reliability as reliability_block
 from ..analysis.runs import IMPORTED, Run, condition_names, study_runs
 from ..models import OUTCOMES
+from ..ops.environments import study_environment_flag
 from ..stats import ci_half_width, power_warning
 from ..stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
 from ..tracks import UNTRACKED, group_by_track, task_labels
@@ -275,6 +276,8 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         "reliability_note": reliability["note"],
         "power_warning": warn,
         "power_warning_reasons": warn_reasons,
+        "worker_environments": study_environment_flag(
+            a for r in runs for a in r.view.attempts),
         "cost": {name: condition_cost([r for r in runs if r.condition == name])
                  for name in names},
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons),

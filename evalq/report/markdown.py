@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.metrics import LABELS, METRICS
 from ..analysis.pinned import describe
 from ..models import OUTCOMES
+from ..ops.environments import describe as describe_environments
 from . import fmt
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
@@ -28,7 +29,10 @@ def _header(report: dict[str, Any]) -> list[str]:
              + (f" ({'; '.join(claims['reasons'])})" if claims["reasons"] else ""),
              f"- power_warning: **{'yes' if report['power_warning'] else 'no'}**"
              + (f" ({'; '.join(report['power_warning_reasons'])})"
-                if report["power_warning_reasons"] else "")]
+                if report["power_warning_reasons"] else ""),
+             f"- worker environments: "
+             + (f"**{describe_environments(report['worker_environments'])}**"
+                if report.get("worker_environments") else "all attempts ran in one environment")]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
                  f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")
