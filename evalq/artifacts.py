@@ -58,5 +58,51 @@ class ArtifactStore:
         return self._path(ref).exists()
 
 
-def open_store(url: str) -> ArtifactStore:
+class FsspecArtifactStore:
+    """The same content-addressed layout on object storage (s3://, gs://, memory://, ...).
+
+    Needs the optional extra `evalq[object-store]` (fsspec, plus s3fs/gcsfs for those schemes).
+    Objects are written whole under their digest, so a half-written name never exists there.
+    """
+
+    def __init__(self, url: str):
+        try:
+            import fsspec
+        except ImportError:
+            raise InfrastructureError(f"artifact store {url} needs fsspec: pip install "
+                                      "'evalq[object-store]'") from None
+        self.url = url.rstrip("/")
+        self.fs, self.root = fsspec.core.url_to_fs(self.url)
+
+    def _path(self, ref: str) -> str:
+        if not ref.startswith("sha256:") or len(ref) != 71:
+            raise InfrastructureError(f"not an artifact reference: {ref!r}")
+        digest = ref[7:]
+        return f"{self.root}/sha256/{digest[:2]}/{digest}"
+
+    def put(self, data: bytes) -> str:
+        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        path = self._path(ref)
+        if not self.fs.exists(path):
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self.fs.pipe_file(path, data)
+        return ref
+
+    def get(self, ref: str) -> bytes:
+        try:
+            data = self.fs.cat_file(self._path(ref))
+        except FileNotFoundError:
+            raise InfrastructureError(f"artifact {ref} is missing from {self.url}") from None
+        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
+            raise InfrastructureError(f"artifact {ref} is corrupt in {self.url}")
+        return data
+
+    def exists(self, ref: str) -> bool:
+        return bool(self.fs.exists(self._path(ref)))
+
+
+def open_store(url: str) -> ArtifactStore | FsspecArtifactStore:
+    """A local directory or shared mount (a path or file://), else object storage via fsspec."""
+    if "://" in str(url) and not str(url).startswith("file://"):
+        return FsspecArtifactStore(str(url))
     return ArtifactStore(url)

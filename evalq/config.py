@@ -20,6 +20,7 @@ ENV_KEYS = {
     "sandbox": "EVALQ_SANDBOX",
     "max_trial_seconds": "EVALQ_MAX_TRIAL_SECONDS",
     "lease_seconds": "EVALQ_LEASE_SECONDS",
+    "visibility_timeout": "EVALQ_VISIBILITY_TIMEOUT",
 }
 
 
@@ -32,6 +33,7 @@ class Settings:
     sandbox: str
     max_trial_seconds: float
     lease_seconds: float
+    visibility_override: Optional[float] = None
 
     @property
     def embedded(self) -> bool:
@@ -40,7 +42,11 @@ class Settings:
 
     @property
     def visibility_timeout(self) -> int:
-        """Redis re-delivers unacked messages after this; keep it about twice the longest trial."""
+        """Redis re-delivers unacked messages after this; keep it about twice the longest trial.
+
+        EVALQ_VISIBILITY_TIMEOUT overrides it (tests set a deliberately short one)."""
+        if self.visibility_override:
+            return max(1, int(self.visibility_override))
         return int(2 * self.max_trial_seconds + 300)
 
     def env(self) -> dict[str, str]:
@@ -51,6 +57,8 @@ class Settings:
             "EVALQ_MAX_TRIAL_SECONDS": str(self.max_trial_seconds),
             "EVALQ_LEASE_SECONDS": str(self.lease_seconds),
         }
+        if self.visibility_override:
+            values["EVALQ_VISIBILITY_TIMEOUT"] = str(self.visibility_override)
         if self.broker_url:
             values["EVALQ_BROKER_URL"] = self.broker_url
         return values
@@ -80,4 +88,6 @@ def load_settings() -> Settings:
         sandbox=pick("sandbox", "bwrap"),
         max_trial_seconds=float(pick("max_trial_seconds", 3600)),
         lease_seconds=float(pick("lease_seconds", 60)),
+        visibility_override=float(pick("visibility_timeout")) if pick("visibility_timeout")
+        else None,
     )

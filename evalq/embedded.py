@@ -73,17 +73,28 @@ class LocalWorkers:
 def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
                    workers: LocalWorkers | None = None, resend: Callable[[], None] | None = None,
                    poll: float = 0.25, timeout: float | None = None,
-                   stall_seconds: float = 90.0) -> tuple[int, int]:
+                   stall_seconds: float = 90.0,
+                   sweep: Callable[[], None] | None = None) -> tuple[int, int]:
     """Poll the database until every planned trial has an outcome; returns (finished, planned).
 
     After a worker restart, or when nothing finished for `stall_seconds` (a lost message, an
     expired lease), pending trials are re-sent; claims keep a re-sent trial from running twice.
+    `sweep`, called on every poll, re-sends what the database shows stranded (expired leases,
+    lost grading messages). While the database is unreachable the loop keeps waiting.
     """
+    from sqlalchemy.exc import DBAPIError
+
     started = time.monotonic()
     last = (-1, -1)
     last_change = time.monotonic()
     while True:
-        finished, planned = count_finished()
+        try:
+            finished, planned = count_finished()
+        except DBAPIError:
+            time.sleep(max(poll, 1.0))
+            continue
+        if sweep is not None:
+            sweep()
         if (finished, planned) != last:
             on_progress(finished, planned)
             last = (finished, planned)

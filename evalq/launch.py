@@ -7,6 +7,7 @@ is not visibly in flight gets its message (re)sent; one with an outcome is left 
 from __future__ import annotations
 
 import time
+import dataclasses
 from dataclasses import dataclass
 
 from sqlmodel import Session, select
@@ -52,11 +53,43 @@ def register_study(study: Study, settings: Settings):
     return engine, lock
 
 
-def message_for(trial: TrialRow, attempt: int, max_claims: int) -> dict:
-    return {"study_id": trial.study_id, "trial_id": trial.id, "attempt": attempt,
-            "fixture_id": trial.fixture_id, "condition": trial.condition,
-            "repetition": trial.repetition, "fixture_ref": trial.fixture_ref,
-            "fixture_digest": trial.fixture_digest, "max_claims": max_claims}
+def message_for(trial: TrialRow, attempt: int, max_claims: int,
+                visibility_timeout: int | None = None) -> dict:
+    message = {"study_id": trial.study_id, "trial_id": trial.id, "attempt": attempt,
+               "fixture_id": trial.fixture_id, "condition": trial.condition,
+               "repetition": trial.repetition, "fixture_ref": trial.fixture_ref,
+               "fixture_digest": trial.fixture_digest, "max_claims": max_claims}
+    if visibility_timeout is not None:
+        message["visibility_timeout"] = visibility_timeout  # workers warn if theirs is shorter
+    return message
+
+
+def longest_trial_seconds(study: Study) -> float:
+    """The longest hard time limit of any trial in the study (its wall budget plus grace)."""
+    return max(task_limits(study, f.id)[1] for f in study.fixtures)
+
+
+def settings_for_study(settings: Settings, study: Study) -> Settings:
+    """Settings whose visibility timeout covers the study's longest trial (about twice it).
+
+    An explicit EVALQ_VISIBILITY_TIMEOUT is kept as given (tests use a short one on purpose).
+    """
+    longest = longest_trial_seconds(study)
+    if longest <= settings.max_trial_seconds:
+        return settings
+    return dataclasses.replace(settings, max_trial_seconds=longest)
+
+
+def apply_visibility(app, settings: Settings) -> int:
+    """Set the visibility timeout everywhere Celery reads it, for this process's connections."""
+    timeout = settings.visibility_timeout
+    if not settings.embedded:
+        options = dict(app.conf.broker_transport_options or {})
+        options["visibility_timeout"] = timeout
+        app.conf.broker_transport_options = options
+    app.conf.result_backend_transport_options = {"visibility_timeout": timeout}
+    app.conf.visibility_timeout = timeout
+    return timeout
 
 
 def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
@@ -67,10 +100,38 @@ def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
     return limits.wall_seconds + 120, limits.wall_seconds + 240
 
 
+def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:
+    """run_trial messages for (trial, attempt) pairs, with time limits from the budgets."""
+    max_claims = study.manifest.max_attempts
+    visibility = int(2 * longest_trial_seconds(study) + 300)
+    limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
+    with app.producer_or_acquire() as producer:
+        for trial, attempt in to_send:
+            if trial.fixture_id not in limits:
+                limits[trial.fixture_id] = task_limits(study, trial.fixture_id)
+            soft, hard = limits[trial.fixture_id]
+            app.send_task("evalq.run_trial",
+                          args=[message_for(trial, attempt, max_claims, visibility)],
+                          soft_time_limit=soft, time_limit=hard, producer=producer)
+    return len(to_send)
+
+
+def make_sweeper(app, study: Study, engine, settings: Settings):
+    """The launcher's periodic recovery: expired leases, lost grading messages, broker restarts."""
+    from .ops.recovery import Sweeper
+
+    every = max(1.0, settings.lease_seconds / 2)
+    return Sweeper(app, engine, study.id, settings.broker_url, every=every,
+                   grading_grace=max(settings.visibility_timeout, 4 * settings.lease_seconds),
+                   resend_all=lambda: send_trials(app, study, engine, resume=True),
+                   resend_expired=lambda items: send_run_messages(
+                       app, study, [(t, r.attempt) for t, r in items]))
+
+
 def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
     """Create queued attempts for pending trials and send their messages in planned order."""
     now = time.time()
-    with Session(engine) as session:
+    with Session(engine, expire_on_commit=False) as session:  # rows are read after the commit
         trials = session.exec(select(TrialRow).where(TrialRow.study_id == study.id)
                               .order_by(TrialRow.order_index)).all()
         attempts = session.exec(select(AttemptRow).where(AttemptRow.study_id == study.id)).all()
@@ -108,11 +169,13 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
                     AttemptRow.trial_id == trial.id, AttemptRow.attempt == attempt,
                     AttemptRow.state == "cancelled").values(state="queued"))
             session.commit()
-    max_claims = study.manifest.max_attempts
-    with app.producer_or_acquire() as producer:
-        for trial, attempt in to_send:
-            soft, hard = task_limits(study, trial.fixture_id)
-            app.send_task("evalq.run_trial", args=[message_for(trial, attempt, max_claims)],
-                          soft_time_limit=soft, time_limit=hard, producer=producer)
+    send_run_messages(app, study, to_send)
+    if resume:  # attempts stuck in grading (message lost): grade the stored artifacts again
+        from .ops.recovery import send_grading
+
+        by_id = {t.id: t for t in trials}
+        stuck = [(by_id[r.trial_id], r) for r in latest.values()
+                 if r.outcome is None and r.state == "grading" and r.artifacts]
+        send_grading(app, stuck)
     return LaunchSummary(planned=len(trials), sent=len(to_send), finished=finished,
                          in_flight=in_flight, lock_digest=study.lock_path.name)

@@ -33,7 +33,13 @@ def broker_options(settings: Settings) -> tuple[str, dict]:
             "control_folder": str(folder / "control"),
             "polling_interval": 0.1,
         }
-    return settings.broker_url, {"visibility_timeout": settings.visibility_timeout}
+    timeout = settings.visibility_timeout
+    # kombu sweeps for expired unacked messages every interval x throttle seconds (100 s by
+    # default); keep the sweep well inside the visibility timeout so it means what it says.
+    interval = max(1, min(10, timeout // 4))
+    return settings.broker_url, {"visibility_timeout": timeout,
+                                 "unacked_restore_interval": interval,
+                                 "unacked_restore_throttle": 1}
 
 
 def configure(app: Celery, settings: Settings | None = None) -> Celery:

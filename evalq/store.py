@@ -127,7 +127,8 @@ def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow]) -> N
         rows = [t.model_dump() for t in trials]
         for start in range(0, len(rows), 5000):
             chunk = rows[start:start + 5000]
-            session.execute(insert(TrialRow).values(chunk).on_conflict_do_nothing())
+            # executemany form: compiling one 5,000-row VALUES clause was 5x slower (bench/)
+            session.execute(insert(TrialRow).on_conflict_do_nothing(), chunk)
         session.commit()
 
 
@@ -140,8 +141,9 @@ def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, 
                  enqueued_at=now, claims=0, regrades=0) for t in trial_ids]
     with Session(engine) as session:
         for start in range(0, len(rows), 5000):
-            session.execute(insert(AttemptRow).values(rows[start:start + 5000])
-                            .on_conflict_do_nothing(index_elements=["trial_id", "attempt"]))
+            session.execute(insert(AttemptRow)
+                            .on_conflict_do_nothing(index_elements=["trial_id", "attempt"]),
+                            rows[start:start + 5000])
         session.commit()
 
 
@@ -187,14 +189,22 @@ def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds
         return result.rowcount == 1
 
 
-def mark_state(engine: Engine, trial_id: str, attempt: int, **values: Any) -> None:
-    """Progress fields an agent worker may set (never the outcome)."""
+def mark_state(engine: Engine, trial_id: str, attempt: int, owner: Optional[str] = None,
+               **values: Any) -> bool:
+    """Progress fields an agent worker may set (never the outcome).
+
+    With `owner`, only while that worker still holds the lease (a worker whose lease expired
+    and was taken over must not overwrite the new owner's state). True when a row changed.
+    """
     assert "outcome" not in values
+    conditions = [AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
+                  AttemptRow.outcome.is_(None)]
+    if owner is not None:
+        conditions.append(AttemptRow.lease_owner == owner)
     with Session(engine) as session:
-        session.execute(update(AttemptRow).where(AttemptRow.trial_id == trial_id,
-                                                 AttemptRow.attempt == attempt,
-                                                 AttemptRow.outcome.is_(None)).values(**values))
+        result = session.execute(update(AttemptRow).where(*conditions).values(**values))
         session.commit()
+        return result.rowcount == 1
 
 
 def is_cancelled(engine: Engine, study_id: str) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy.exc import DBAPIError
+
 from .queue import app
 
 log = logging.getLogger("evalq.tasks")
@@ -25,7 +27,8 @@ def grade_trial(self, payload: dict) -> str:
     return grade_message(payload, hostname=self.request.hostname or "")
 
 
-@app.task(name="evalq.record_result")
+@app.task(name="evalq.record_result", autoretry_for=(DBAPIError,), retry_backoff=1,
+          retry_backoff_max=10, retry_jitter=False, max_retries=60)
 def record_result(payload: dict) -> str:
     """Results queue: the only writer of outcomes (an idempotent upsert)."""
     from .results import record_message

@@ -28,10 +28,21 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import run_cmd, study_cmd
+    from . import ops_cmd, run_cmd, study_cmd
 
     main.add_command(study_cmd.study)
-    for command in (run_cmd.run, run_cmd.worker, run_cmd.report, run_cmd.status):
+    from .agents_cmd import agents
+
+    main.add_command(agents)
+    from .plan_cmd import plan
+
+    main.add_command(plan)
+    for command in (run_cmd.run, run_cmd.worker, run_cmd.report, ops_cmd.status,
+                    ops_cmd.resubmit, ops_cmd.regrade, ops_cmd.cancel, ops_cmd.flower):
+        main.add_command(command)
+    from .analysis_cmd import COMMANDS as analysis_commands
+
+    for command in analysis_commands:
         main.add_command(command)
     try:
         from .fixtures_cmd import fixtures, grade

@@ -1,9 +1,7 @@
-"""`evalq run`, `evalq worker`, `evalq report`, `evalq status`."""
+"""`evalq run`, `evalq worker`, `evalq report` (`evalq status` lives in ops_cmd)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import click
@@ -27,13 +25,13 @@ def _finished_counter(engine, study_id):
 
     def count() -> tuple[int, int]:
         views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-        return sum(1 for v in views if v.outcome is not None), len(views)
+        return sum(1 for v in views if v.settled), len(views)
 
     return count
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
-                       formats=("json", "md")) -> dict[str, Path]:
+                       formats=("json", "md", "html")) -> dict[str, Path]:
     report = compute_report(engine, study_id)
     return write_reports(report, out or report_dir(settings, study_id), formats)
 
@@ -45,18 +43,29 @@ def write_study_report(engine, settings, study_id: str, out: Path | None = None,
               help="Worker processes of the embedded default.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="With a broker: wait for the study to finish and write the report.")
-def run(manifest: str, resume: bool, concurrency: int, wait: bool) -> None:
+@click.option("--yes", is_flag=True,
+              help="Accept the forecast of a study above EVALQ_CONFIRM_ABOVE trials (200).")
+def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) -> None:
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
     """
     from ..embedded import LocalWorkers, wait_for_study
-    from ..launch import register_study, send_trials
+    from ..launch import make_sweeper, register_study, send_trials, settings_for_study
     from ..manifest import load_study
     from ..queue import app, configure
 
     settings = load_settings()
     study = load_study(manifest)
+    if not resume:
+        import sys
+
+        from ..planning.gate import check_launch
+
+        check_launch(study, yes=yes, workers=concurrency if settings.embedded else None,
+                     echo=lambda line: click.echo(line, err=True),
+                     confirm=(lambda q: click.confirm(q, err=True)) if sys.stdin.isatty() else None)
+    settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
     engine, lock = register_study(study, settings)
     mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
@@ -73,13 +82,15 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool) -> None:
         resend = (lambda: send_trials(app, study, engine, resume=True))
         finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
                                            workers=workers, resend=resend,
-                                           stall_seconds=max(90.0, settings.lease_seconds * 1.5))
+                                           stall_seconds=max(90.0, settings.lease_seconds * 1.5),
+                                           sweep=make_sweeper(app, study, engine, settings))
     finally:
         if workers is not None:
             workers.stop()
     paths = write_study_report(engine, settings, study.id)
     click.echo(f"report: {paths['json']}")
     click.echo(f"report: {paths['md']}")
+    click.echo(f"report: {paths['html']}")
 
 
 @click.command()
@@ -110,15 +121,15 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
 
 @click.command()
 @click.argument("study")
-@click.option("--format", "fmt", type=click.Choice(["json", "md", "all"]), default="all",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html", "all"]),
+              default="all", show_default=True, help="all = json, md and html.")
 @click.option("--out", type=click.Path(), default=None,
               help="A file (with one --format) or a directory.")
 def report(study: str, fmt: str, out: str | None) -> None:
     """Write the study's report from the results database."""
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)
-    formats = ("json", "md") if fmt == "all" else (fmt,)
+    formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
         from ..report.write import RENDERERS, write_atomic
 
@@ -128,27 +139,3 @@ def report(study: str, fmt: str, out: str | None) -> None:
     paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)
     for path in paths.values():
         click.echo(f"report: {path}")
-
-
-@click.command()
-@click.argument("study")
-@click.option("--json", "as_json", is_flag=True)
-def status(study: str, as_json: bool) -> None:
-    """Planned, queued, running and finished trials, from the database."""
-    from ..report.attempts import trial_views
-    from ..store import attempts_of, trials_of
-
-    engine, _ = engine_and_settings()
-    study_id = study_id_of(study)
-    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-    counts: dict[str, int] = {"planned": len(views)}
-    for view in views:
-        latest = view.attempts[-1] if view.attempts else None
-        key = (view.outcome if view.outcome else
-               "unsent" if latest is None else latest.state)
-        counts[key] = counts.get(key, 0) + 1
-    if as_json:
-        click.echo(json.dumps({"study": study_id, "counts": counts}, indent=2))
-        return
-    click.echo(f"study {study_id}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    sys.stdout.flush()

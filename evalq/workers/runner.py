@@ -28,6 +28,7 @@ from .agents import AgentContext, get_adapter
 from .diff import workspace_diff
 from .identity import host_name, worker_environment
 from .profile import new_profile
+from .redact import default_redactor, install_log_redaction
 
 log = logging.getLogger("evalq.runner")
 
@@ -67,9 +68,40 @@ def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
 
 
 def _send(task_name: str, payload: dict) -> None:
+    """Publish, retrying for about a minute while the broker is away (a Redis restart)."""
     from ..queue import app
 
-    app.send_task(task_name, args=[payload])
+    payload = default_redactor().obj(payload)  # no credential reaches a DB row (SPEC R3)
+    app.send_task(task_name, args=[payload], retry=True,
+                  retry_policy={"max_retries": 30, "interval_start": 0.5, "interval_step": 0.5,
+                                "interval_max": 2.0})
+
+
+def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
+    """Call a store function, retrying while the database is unreachable (a restart, an outage)."""
+    from sqlalchemy.exc import DBAPIError
+
+    end = time.monotonic() + deadline
+    delay = 0.5
+    while True:
+        try:
+            return what(*args, **kwargs)
+        except DBAPIError as exc:
+            if time.monotonic() + delay > end:
+                raise
+            log.warning("database unavailable (%s); retrying", type(exc).__name__)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _check_visibility(ref: dict, settings: Settings) -> None:
+    """Warn when this worker's visibility timeout is shorter than the study needs."""
+    needed = ref.get("visibility_timeout")
+    if needed and not settings.embedded and settings.visibility_timeout < needed:
+        log.warning("this worker's visibility timeout (%ss) is below the study's %ss: Redis "
+                    "will re-deliver long trials (the lease keeps them from running twice); "
+                    "set EVALQ_MAX_TRIAL_SECONDS on every worker", settings.visibility_timeout,
+                    needed)
 
 
 def _result_payload(ref: dict, **fields) -> dict:
@@ -105,12 +137,14 @@ class _StopPoll:
 
 def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None = None) -> str:
     settings = settings or load_settings()
-    engine = init_db(settings.database_url)
+    install_log_redaction()
+    engine = _db_retry(init_db, settings.database_url)
+    _check_visibility(ref, settings)
     host = host_name(hostname)
     owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     manifest = StudyManifest.model_validate(ref["manifest"]) if "manifest" in ref else None
-    ok, why = claim(engine, ref["trial_id"], ref["attempt"], owner, settings.lease_seconds,
-                    max_claims=ref.get("max_claims", 3))
+    ok, why = _db_retry(claim, engine, ref["trial_id"], ref["attempt"], owner,
+                        settings.lease_seconds, max_claims=ref.get("max_claims", 3))
     if not ok:
         log.info("not running %s#%s: %s", ref["trial_id"], ref["attempt"], why)
         if why == "claim cap reached":
@@ -155,8 +189,13 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
             payload.update(outcome="timed_out", reason=result.stop_reason)
             _send("evalq.record_result", payload)
             return "timed_out"
-        mark_state(engine, ref["trial_id"], ref["attempt"], state="grading",
-                   agent_finished_at=finished, artifacts=artifacts)
+        still_owner = _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"],
+                                owner=owner, state="grading", agent_finished_at=finished,
+                                artifacts=artifacts, metrics=payload["metrics"],
+                                worker_host=host, worker_env=common["worker_env"],
+                                started_at=started, lease_expires_at=None)
+        if not still_owner:
+            return "lease lost to another worker"
         _send("evalq.grade_trial", payload)
         return "sent to grading"
     except (EvalqError, OSError, StopIteration) as exc:

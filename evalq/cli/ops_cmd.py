@@ -1,0 +1,114 @@
+"""`evalq status`, `resubmit`, `regrade`, `cancel`, `flower`: operating a study from the DB."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from ..errors import UserError
+from .common import engine_and_settings, study_id_of
+
+
+def _app(settings):
+    from ..queue import app, configure
+
+    if settings.embedded:
+        raise UserError("no broker configured", field="EVALQ_BROKER_URL",
+                        fix="set EVALQ_BROKER_URL to the study's Redis (e.g. redis://host:6379/0)"
+                            "; embedded studies are resumed with `evalq run --resume`")
+    return configure(app, settings)
+
+
+@click.command()
+@click.argument("study")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
+@click.option("--watch", is_flag=True, help="Redraw until every planned trial has finished.")
+@click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws.")
+def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
+    """Planned trials by state, outcome and worker host, from the database (they add up)."""
+    from ..ops.status import render, study_status
+
+    engine, _ = engine_and_settings()
+    study_id = study_id_of(study)
+    while True:
+        current = study_status(engine, study_id)
+        if as_json:
+            click.echo(json.dumps(current.as_dict(), sort_keys=True))
+        elif watch and sys.stdout.isatty():
+            click.echo("\x1b[2J\x1b[H" + render(current))
+        else:
+            click.echo(render(current))
+        sys.stdout.flush()
+        if not watch or current.finished >= current.planned or current.cancelled_flag and \
+                current.by_state["running"] == 0:
+            return
+        time.sleep(max(0.2, interval))
+
+
+@click.command()
+@click.argument("study")
+@click.option("--outcome", required=True,
+              type=click.Choice(["infrastructure_failure", "grading_failure", "timed_out"]),
+              help="Resubmit trials whose latest attempt ended so.")
+def resubmit(study: str, outcome: str) -> None:
+    """Enqueue new attempts for failed trials; every earlier attempt stays a row (SPEC D3)."""
+    from ..ops.actions import resubmit as do_resubmit
+
+    engine, settings = engine_and_settings()
+    summary = do_resubmit(_app(settings), engine, settings, study_id_of(study), outcome)
+    click.echo(f"study {summary.study}: {summary.sent} trial(s) with outcome {outcome} "
+               "resubmitted as new attempts")
+
+
+@click.command()
+@click.argument("study")
+@click.option("--outcome", default="grading_failure", show_default=True,
+              type=click.Choice(["grading_failure", "correct", "incorrect"]))
+def regrade(study: str, outcome: str) -> None:
+    """Grade stored final workspaces again without re-running the agent."""
+    from ..ops.actions import regrade as do_regrade
+
+    engine, settings = engine_and_settings()
+    summary = do_regrade(_app(settings), engine, study_id_of(study), outcome)
+    click.echo(f"study {summary.study}: {summary.sent} attempt(s) with outcome {outcome} sent "
+               f"to grading" + (f"; {summary.note}" if summary.note else ""))
+
+
+@click.command()
+@click.argument("study")
+def cancel(study: str) -> None:
+    """Revoke queued attempts and stop running ones; finished attempts are kept."""
+    from ..ops.actions import cancel as do_cancel
+
+    engine, _ = engine_and_settings()
+    summary = do_cancel(engine, study_id_of(study))
+    click.echo(f"study {summary.study} cancelled: {summary.note}; resume with "
+               "`evalq run <manifest> --resume`")
+
+
+@click.command()
+@click.option("--port", default=5555, show_default=True)
+@click.option("--address", default="127.0.0.1", show_default=True)
+@click.option("--unauthenticated-api", is_flag=True,
+              help="Open Flower's HTTP API without auth (only on a trusted loopback address).")
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+def flower(port: int, address: str, unauthenticated_api: bool,
+           flower_args: tuple[str, ...]) -> None:
+    """Flower against evalq's broker: the three queues and every worker (celery flower)."""
+    from ..config import load_settings
+
+    settings = load_settings()
+    if settings.embedded:
+        raise UserError("Flower needs a broker", field="EVALQ_BROKER_URL",
+                        fix="set EVALQ_BROKER_URL to the Redis the workers use")
+    argv = [sys.executable, "-m", "celery", "-A", "evalq.ops.flower_app", "flower",
+            f"--port={port}", f"--address={address}",
+            *flower_args]
+    if unauthenticated_api:
+        os.environ["FLOWER_UNAUTHENTICATED_API"] = "true"
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
