@@ -74,13 +74,15 @@ def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
                    workers: LocalWorkers | None = None, resend: Callable[[], None] | None = None,
                    poll: float = 0.25, timeout: float | None = None,
                    stall_seconds: float = 90.0,
-                   sweep: Callable[[], None] | None = None) -> tuple[int, int]:
+                   sweep: Callable[[], None] | None = None,
+                   stop_when: Callable[[], bool] | None = None) -> tuple[int, int]:
     """Poll the database until every planned trial has an outcome; returns (finished, planned).
 
     After a worker restart, or when nothing finished for `stall_seconds` (a lost message, an
     expired lease), pending trials are re-sent; claims keep a re-sent trial from running twice.
     `sweep`, called on every poll, re-sends what the database shows stranded (expired leases,
     lost grading messages). While the database is unreachable the loop keeps waiting.
+    `stop_when` ends the wait early (a cancelled study whose running attempts have stopped).
     """
     from sqlalchemy.exc import DBAPIError
 
@@ -101,6 +103,11 @@ def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
             last_change = time.monotonic()
         if finished >= planned:
             return finished, planned
+        try:
+            if stop_when is not None and stop_when():
+                return finished, planned
+        except DBAPIError:
+            pass
         restarted = workers is not None and workers.check()
         stalled = time.monotonic() - last_change > stall_seconds
         if resend is not None and (restarted or stalled):

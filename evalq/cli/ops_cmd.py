@@ -16,11 +16,42 @@ from .common import engine_and_settings, study_id_of
 def _app(settings):
     from ..queue import app, configure
 
-    if settings.embedded:
-        raise UserError("no broker configured", field="EVALQ_BROKER_URL",
-                        fix="set EVALQ_BROKER_URL to the study's Redis (e.g. redis://host:6379/0)"
-                            "; embedded studies are resumed with `evalq run --resume`")
     return configure(app, settings)
+
+
+def _attempt_progress(engine, study_id: str, keys: dict[tuple[str, int], int]):
+    """(settled, total) over the attempts in `keys`: settled once their regrade count passes the
+    recorded one (regrade) or they have an outcome (new attempts, recorded as -1)."""
+    from ..store import attempts_of
+
+    def count() -> tuple[int, int]:
+        rows = {(a.trial_id, a.attempt): a for a in attempts_of(engine, study_id)}
+        settled = 0
+        for key, before in keys.items():
+            row = rows.get(key)
+            if row is None or row.outcome is None:
+                continue
+            if before < 0 or row.regrades > before:
+                settled += 1
+        return settled, len(keys)
+
+    return count
+
+
+def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int], int]) -> None:
+    """With no broker, run local workers until the sent attempts settle, then rewrite the report."""
+    if not settings.embedded or not keys:
+        return
+    from ..embedded import LocalWorkers, wait_for_study
+    from .run_cmd import _progress, write_study_report
+
+    workers = LocalWorkers.start(settings)
+    try:
+        wait_for_study(_attempt_progress(engine, study_id, keys), _progress, workers=workers)
+    finally:
+        workers.stop()
+    paths = write_study_report(engine, settings, study_id)
+    click.echo(f"report: {paths['json']}")
 
 
 @click.command()
@@ -58,10 +89,17 @@ def resubmit(study: str, outcome: str) -> None:
     """Enqueue new attempts for failed trials; every earlier attempt stays a row (SPEC D3)."""
     from ..ops.actions import resubmit as do_resubmit
 
+    from ..store import attempts_of
+
     engine, settings = engine_and_settings()
-    summary = do_resubmit(_app(settings), engine, settings, study_id_of(study), outcome)
+    study_id = study_id_of(study)
+    before = {(a.trial_id, a.attempt) for a in attempts_of(engine, study_id)}
+    summary = do_resubmit(_app(settings), engine, settings, study_id, outcome)
     click.echo(f"study {summary.study}: {summary.sent} trial(s) with outcome {outcome} "
                "resubmitted as new attempts")
+    new = {(a.trial_id, a.attempt): -1 for a in attempts_of(engine, study_id)
+           if (a.trial_id, a.attempt) not in before}
+    _drain_embedded(settings, engine, study_id, new)
 
 
 @click.command()
@@ -72,10 +110,16 @@ def regrade(study: str, outcome: str) -> None:
     """Grade stored final workspaces again without re-running the agent."""
     from ..ops.actions import regrade as do_regrade
 
+    from ..store import attempts_of
+
     engine, settings = engine_and_settings()
-    summary = do_regrade(_app(settings), engine, study_id_of(study), outcome)
+    study_id = study_id_of(study)
+    chosen = {(a.trial_id, a.attempt): a.regrades for a in attempts_of(engine, study_id)
+              if a.outcome == outcome and a.artifacts and a.artifacts.get("workspace")}
+    summary = do_regrade(_app(settings), engine, study_id, outcome)
     click.echo(f"study {summary.study}: {summary.sent} attempt(s) with outcome {outcome} sent "
                f"to grading" + (f"; {summary.note}" if summary.note else ""))
+    _drain_embedded(settings, engine, study_id, chosen)
 
 
 @click.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -58,8 +59,6 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     settings = load_settings()
     study = load_study(manifest)
     if not resume:
-        import sys
-
         from ..planning.gate import check_launch
 
         check_launch(study, yes=yes, workers=concurrency if settings.embedded else None,
@@ -83,7 +82,8 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
         finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
                                            workers=workers, resend=resend,
                                            stall_seconds=max(90.0, settings.lease_seconds * 1.5),
-                                           sweep=make_sweeper(app, study, engine, settings))
+                                           sweep=make_sweeper(app, study, engine, settings),
+                                           stop_when=_cancelled_and_quiet(engine, study.id))
     finally:
         if workers is not None:
             workers.stop()
@@ -91,6 +91,19 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     click.echo(f"report: {paths['json']}")
     click.echo(f"report: {paths['md']}")
     click.echo(f"report: {paths['html']}")
+    if finished < planned:
+        click.echo(f"evalq: study {study.id} was cancelled with {planned - finished} of "
+                   f"{planned} trials pending; continue it with `evalq run {manifest} --resume`",
+                   err=True)
+        sys.exit(3)
+
+
+def _cancelled_and_quiet(engine, study_id: str):
+    """True once the study is cancelled and none of its agents is still running."""
+    from ..store import count_by, is_cancelled
+
+    return lambda: is_cancelled(engine, study_id) and count_by(engine, study_id).get(
+        "running", 0) == 0
 
 
 @click.command()

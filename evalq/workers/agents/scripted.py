@@ -4,7 +4,7 @@ Settings (condition.settings):
   action = "solution" | "noop" | "sleep" | "patch" | "infra_fail"
   solution = "correct" | "incorrect"      (action "solution": apply that reference overlay)
   patch = "<unified diff text>"           (action "patch": applied with `patch -p1`)
-  seconds = <float>                       (action "sleep")
+  seconds = <float>                       (action "sleep"; with "solution", a pause before it)
   usage = {input_tokens=…, output_tokens=…, cache_read_tokens=…, cache_write_tokens=…,
            cost_usd=…, tool_calls=…}       (reported back as the agent's own usage; absent ⇒ None)
   fail_attempts = <int>                   (action "infra_fail": attempts up to this number fail)

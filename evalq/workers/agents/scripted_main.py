@@ -22,6 +22,8 @@ def main(plan_text: str) -> int:
     if action == "solution":
         from evalq.fixtures import apply_overlay
 
+        if plan.get("seconds"):
+            time.sleep(float(plan["seconds"]))  # "thinking" time, to spread a study out
         changed = apply_overlay(Path(plan["overlay"]), workspace)
         emit({"type": "tool", "name": "edit", "files": changed})
         report = f"Applied the {plan['solution']} reference solution; the task is done."
