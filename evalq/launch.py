@@ -10,7 +10,7 @@ import time
 import dataclasses
 from dataclasses import dataclass
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 from sqlalchemy import update
 
 from .artifacts import open_store
@@ -19,7 +19,8 @@ from .errors import UserError
 from .fixture_cache import publish_fixture
 from .manifest import Study, freeze, verify_lock
 from .plan import plan_trials
-from .store import AttemptRow, StudyRow, TrialRow, create_attempts, init_db, save_study
+from .store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
+                    save_study)
 
 
 @dataclass
@@ -131,18 +132,13 @@ def make_sweeper(app, study: Study, engine, settings: Settings):
 def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
     """Create queued attempts for pending trials and send their messages in planned order."""
     now = time.time()
-    with Session(engine, expire_on_commit=False) as session:  # rows are read after the commit
-        trials = session.exec(select(TrialRow).where(TrialRow.study_id == study.id)
-                              .order_by(TrialRow.order_index)).all()
-        attempts = session.exec(select(AttemptRow).where(AttemptRow.study_id == study.id)).all()
-        if resume:
+    if resume:
+        with Session(engine) as session:
             session.execute(update(StudyRow).where(StudyRow.id == study.id)
                             .values(cancelled=False))
             session.commit()
-    latest: dict[str, AttemptRow] = {}
-    for row in attempts:
-        if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
-            latest[row.trial_id] = row
+    by_id, latest = latest_attempts(engine, study.id)
+    trials = sorted(by_id.values(), key=lambda t: t.order_index)
     if latest and not resume and any(r.outcome is None for r in latest.values()):
         raise UserError(f"study '{study.id}' has already been started", field="id",
                         fix=f"use `evalq run {study.path} --resume` to continue it")

@@ -269,6 +269,19 @@ def attempts_of(engine: Engine, study_id: str) -> list[AttemptRow]:
                                  .order_by(AttemptRow.trial_id, AttemptRow.attempt)).all())
 
 
+def latest_attempts(engine: Engine, study_id: str
+                    ) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
+    """(trials by id, each trial's latest attempt by trial id): what decides a trial's state."""
+    with Session(engine, expire_on_commit=False) as session:
+        trials = {t.id: t for t in session.exec(select(TrialRow).where(
+            TrialRow.study_id == study_id)).all()}
+        latest: dict[str, AttemptRow] = {}
+        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
+            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
+                latest[row.trial_id] = row
+    return trials, latest
+
+
 def set_cancelled(engine: Engine, study_id: str) -> int:
     """Flag the study; queued attempts become 'cancelled', running ones stop at their next poll."""
     with Session(engine) as session:

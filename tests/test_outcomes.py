@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from evalq.fixtures import load_fixture
@@ -11,7 +9,7 @@ from evalq.graders.grade import classify, grade_workspace, prepare_reference
 from evalq.graders.reports import parse_junit, parse_tap
 from evalq.graders.sandbox.base import ExecResult
 from evalq.models import Criterion, Outcome
-from conftest import FIXTURES, copy_fixture
+from conftest import copy_fixture
 
 
 def result(**kw) -> ExecResult:

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ..errors import EvalqError, UserError
+from .errors import shown_as_one_line
 
 
 class EvalqGroup(click.Group):
     def invoke(self, ctx):
-        try:
+        with shown_as_one_line():
             return super().invoke(ctx)
-        except UserError as exc:
-            click.echo(f"evalq: error: {exc.one_line()}", err=True)
-            sys.exit(2)
-        except EvalqError as exc:
-            click.echo(f"evalq: error: {exc}", err=True)
-            sys.exit(1)
 
 
 @click.group(cls=EvalqGroup)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import EvalqError, UserError
+from ..errors import UserError
+from .errors import shown_as_one_line
 from ..fixtures import freeze_fixture, load_fixture
 from ..scaffold import TOOLCHAINS, create_fixture
 from ..suite import (LOCK_NAME, SelfCheck, default_suite_dir, enclosing_lock, find_fixtures,
@@ -27,14 +28,8 @@ def one_line_errors(fn):
     """Print a user's mistake as one line and exit 2, also when run outside `evalq`."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
+        with shown_as_one_line():
             return fn(*args, **kwargs)
-        except UserError as exc:
-            click.echo(f"evalq: error: {exc.one_line()}", err=True)
-            sys.exit(2)
-        except EvalqError as exc:
-            click.echo(f"evalq: error: {exc}", err=True)
-            sys.exit(1)
     return wrapper
 
 

@@ -17,8 +17,9 @@ from ..config import Settings
 from ..errors import UserError
 from ..fixture_cache import cached_fixture
 from ..models import StudyManifest
-from ..store import AttemptRow, TrialRow, create_attempts, load_study, set_cancelled
-from .recovery import grading_payload, send_grading, trial_ref
+from ..store import (AttemptRow, TrialRow, create_attempts, latest_attempts, load_study,
+                     set_cancelled)
+from .recovery import grading_payload, trial_ref
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
 REGRADABLE = ("grading_failure", "correct", "incorrect")
@@ -30,17 +31,6 @@ class ActionSummary:
     selected: int
     sent: int
     note: str = ""
-
-
-def _latest(engine, study_id: str) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
-    with Session(engine) as session:
-        trials = {t.id: t for t in session.exec(select(TrialRow).where(
-            TrialRow.study_id == study_id)).all()}
-        latest: dict[str, AttemptRow] = {}
-        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
-            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
-                latest[row.trial_id] = row
-    return trials, latest
 
 
 def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow,
@@ -65,9 +55,9 @@ def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> Ac
     study = load_study(engine, study_id)
     if study.cancelled:
         raise UserError(f"study '{study_id}' is cancelled", field="STUDY",
-                        fix=f"resume it first with `evalq run <manifest> --resume`")
+                        fix="resume it first with `evalq run <manifest> --resume`")
     manifest = StudyManifest.model_validate(study.manifest)
-    trials, latest = _latest(engine, study_id)
+    trials, latest = latest_attempts(engine, study_id)
     chosen = [(trials[r.trial_id], r.attempt + 1) for r in latest.values()
               if r.outcome == outcome and r.trial_id in trials]
     chosen.sort(key=lambda item: item[0].order_index)
@@ -90,7 +80,7 @@ def regrade(app, engine, study_id: str, outcome: str = "grading_failure") -> Act
         raise UserError(f"cannot regrade outcome '{outcome}' (no graded workspace)",
                         field="--outcome", fix=f"use one of {', '.join(REGRADABLE)}")
     load_study(engine, study_id)
-    trials, _ = _latest(engine, study_id)
+    trials, _ = latest_attempts(engine, study_id)
     with Session(engine) as session:
         rows = session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id,
                                                      AttemptRow.outcome == outcome)).all()

@@ -15,9 +15,7 @@ import logging
 import time
 from typing import Any, Optional
 
-from sqlmodel import Session, select
-
-from ..store import AttemptRow, TrialRow
+from ..store import AttemptRow, TrialRow, latest_attempts
 
 log = logging.getLogger("evalq.recovery")
 
@@ -44,22 +42,11 @@ def grading_payload(trial: TrialRow, row: AttemptRow, regrade: bool = False) -> 
     return payload
 
 
-def _rows(engine, study_id: str) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
-    with Session(engine) as session:
-        trials = {t.id: t for t in session.exec(select(TrialRow).where(
-            TrialRow.study_id == study_id)).all()}
-        latest: dict[str, AttemptRow] = {}
-        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
-            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
-                latest[row.trial_id] = row
-    return trials, latest
-
-
 def stranded(engine, study_id: str, grading_grace: float,
              now: Optional[float] = None) -> tuple[list, list]:
     """(expired running attempts, grading attempts older than grading_grace) as (trial, row)."""
     now = time.time() if now is None else now
-    trials, latest = _rows(engine, study_id)
+    trials, latest = latest_attempts(engine, study_id)
     expired, grading = [], []
     for trial_id, row in latest.items():
         if row.outcome is not None or trial_id not in trials:

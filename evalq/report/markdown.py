@@ -30,7 +30,7 @@ def _header(report: dict[str, Any]) -> list[str]:
              f"- power_warning: **{'yes' if report['power_warning'] else 'no'}**"
              + (f" ({'; '.join(report['power_warning_reasons'])})"
                 if report["power_warning_reasons"] else ""),
-             f"- worker environments: "
+             "- worker environments: "
              + (f"**{describe_environments(report['worker_environments'])}**"
                 if report.get("worker_environments") else "all attempts ran in one environment")]
     boot = report["inference"]["bootstrap"]

@@ -22,7 +22,7 @@ from ..errors import EvalqError, InfrastructureError
 from ..fixture_cache import cached_fixture
 from ..fixtures import materialize
 from ..graders.workspace import pack_workspace
-from ..models import Condition, Limits, StudyManifest
+from ..models import Limits, StudyManifest
 from ..store import claim, init_db, is_cancelled, mark_state, renew
 from .agents import AgentContext, get_adapter
 from .diff import workspace_diff

@@ -1,0 +1,24 @@
+"""How the command line shows evalq's errors: one line, no traceback, a meaningful exit code."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+import click
+
+from ..errors import EvalqError, UserError
+
+
+@contextmanager
+def shown_as_one_line() -> Iterator[None]:
+    """A user's mistake exits 2, another expected failure exits 1; both print one line."""
+    try:
+        yield
+    except UserError as exc:
+        click.echo(f"evalq: error: {exc.one_line()}", err=True)
+        sys.exit(2)
+    except EvalqError as exc:
+        click.echo(f"evalq: error: {exc}", err=True)
+        sys.exit(1)
