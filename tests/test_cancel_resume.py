@@ -26,9 +26,12 @@ def test_cancel_then_resume(tmp_path, fixture_copies):
     deadline = time.monotonic() + 120
     while True:
         if db.exists():
-            with sqlite3.connect(db) as conn:
-                done = conn.execute("select count(*) from attempts where outcome is not null"
-                                    ).fetchone()[0]
+            try:
+                with sqlite3.connect(db) as conn:
+                    done = conn.execute("select count(*) from attempts "
+                                        "where outcome is not null").fetchone()[0]
+            except sqlite3.OperationalError:  # created, tables not yet there
+                done = 0
             if done >= 1:
                 break
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()
