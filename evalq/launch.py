@@ -17,6 +17,7 @@ from .artifacts import open_store
 from .config import Settings
 from .errors import UserError
 from .fixture_cache import publish_fixture
+from .skills import publish_skills
 from .manifest import Study, freeze, verify_lock
 from .plan import plan_trials
 from .store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
@@ -38,6 +39,8 @@ def register_study(study: Study, settings: Settings):
     engine = init_db(settings.database_url)
     store = open_store(settings.artifacts_url)
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
+    if study.skills:  # workers install skills from the store, checked against the lock
+        lock = dict(lock, published_skills=publish_skills(store, study.skills))
     manifest = study.manifest
     planned = plan_trials(study.id, [f.id for f in study.fixtures],
                           [c.name for c in manifest.conditions], manifest.repetitions,

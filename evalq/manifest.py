@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -23,6 +23,7 @@ class Study:
     path: Path
     manifest: StudyManifest
     fixtures: tuple[Fixture, ...]
+    skills: dict = field(default_factory=dict)  # condition name -> skill directory
 
     @property
     def id(self) -> str:
@@ -97,10 +98,13 @@ def load_study(path: str | Path, verify_fixtures: bool = True) -> Study:
                                 fix="list each fixture once")
             seen[fixture.id] = folder
             fixtures.append(fixture)
+    from .skills import resolve_skill
     from .tracks import check_tracks
 
     check_tracks(manifest, fixtures, path)
-    return Study(path=path, manifest=manifest, fixtures=tuple(fixtures))
+    skills = {c.name: resolve_skill(c.skill, path, i)
+              for i, c in enumerate(manifest.conditions) if c.skill}
+    return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills)
 
 
 def build_lock(study: Study) -> dict:
@@ -114,6 +118,10 @@ def build_lock(study: Study) -> dict:
         "seed": study.manifest.seed,
         "repetitions": study.manifest.repetitions,
     }
+    if study.skills:
+        from .skills import skill_digests
+
+        body["skills"] = skill_digests(study.skills)
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
     return lock
 
@@ -148,7 +156,7 @@ def verify_lock(study: Study) -> dict | None:
     current = build_lock(study)
     if existing.get("lock_digest") == current["lock_digest"]:
         return existing
-    changed = [key for key in ("manifest_digest", "seed", "repetitions")
+    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills")
                if existing.get(key) != current.get(key)]
     old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]
     changed += [f"fixtures.{k}" for k in sorted(set(old_fx) | set(new_fx))

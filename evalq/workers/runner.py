@@ -135,6 +135,18 @@ class _StopPoll:
         return False
 
 
+def _with_installed_skill(store, lock: dict, condition, profile):
+    """The condition with its skill unpacked (from the store, digest-checked) into this run."""
+    from ..skills import install_published_skill
+
+    entry = (lock.get("published_skills") or {}).get(condition.name)
+    if entry is None:
+        raise InfrastructureError(f"condition {condition.name} names a skill the study did not "
+                                  "publish; re-run `evalq run` to register it")
+    path = install_published_skill(store, entry, profile.root / "skill-source")
+    return condition.model_copy(update={"skill": str(path)})
+
+
 def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None = None) -> str:
     settings = settings or load_settings()
     install_log_redaction()
@@ -161,13 +173,16 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        if manifest is None:
-            from ..store import load_study
+        from ..store import load_study
 
-            manifest = StudyManifest.model_validate(load_study(engine, ref["study_id"]).manifest)
+        study_row = load_study(engine, ref["study_id"])
+        if manifest is None:
+            manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
         profile = new_profile(settings.home / "runs")
+        if condition.skill:
+            condition = _with_installed_skill(store, study_row.lock, condition, profile)
         materialize(fixture, profile.workspace)
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,

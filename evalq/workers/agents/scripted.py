@@ -15,6 +15,8 @@ Settings (condition.settings):
   echo_env = ["NAME", …]                  print these variables' values to stdout, stderr, the
                                           report and a workspace file (redaction tests)
   credential_env = ["NAME", …]            credentials to pass on (default: none)
+  load_skill = true                       read the condition's installed SKILL.md and say so in
+                                          the trace (skill activation tests)
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class ScriptedAgent(AgentAdapter):
         plan = dict(settings)
         if plan.get("action") == "solution":
             plan["overlay"] = str(ctx.fixture.solution_dir(plan["solution"]))
+        if ctx.condition.skill:
+            plan["skill_path"] = ctx.condition.skill
         return [sys.executable, "-m", "evalq.workers.agents.scripted_main", json.dumps(plan)]
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
@@ -77,6 +81,11 @@ class ScriptedAgent(AgentAdapter):
         usage = final.get("usage") or {}
 
         metrics = RunMetrics(**{k: usage.get(k) for k in USAGE_KEYS})
+        # Activation as the trace shows it: a skill event, or none although one was installed.
+        if any(e.get("type") == "skill" for e in events):
+            metrics.skill_loaded = True
+        elif ctx.condition.skill:
+            metrics.skill_loaded = False
         if usage.get("cost_usd") is not None:
             metrics.reported_cost_usd = usage["cost_usd"]
         stop = final.get("stop_reason") or ("exit" if proc.exit_code == 0 else "error")

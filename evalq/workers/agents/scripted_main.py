@@ -48,6 +48,10 @@ def main(plan_text: str) -> int:
         report = "Probed the profile."
     else:
         report = "Did nothing; the task is done."
+    if plan.get("load_skill") and plan.get("skill_path"):
+        skill_file = Path(plan["skill_path"]) / "SKILL.md"
+        emit({"type": "skill", "name": Path(plan["skill_path"]).name,
+              "bytes": len(skill_file.read_bytes())})
     for name in plan.get("echo_env") or []:
         value = os.environ.get(name, "")
         print(f"{name}={value}", flush=True)
