@@ -1,0 +1,130 @@
+"""`python -m bench [--quick] [--only overhead,scale,report,stats]`: measure, print, write JSON.
+
+Every section starts what it needs (its own redis-server on a free port, a fresh database) and
+removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SECTIONS = ("overhead", "scale", "report", "stats")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes for a smoke run (the figures mean little)")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections of {', '.join(SECTIONS)}")
+    parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres",
+                        help="results database for the overhead and scale runs")
+    parser.add_argument("--trials", type=int, default=None, help="no-op trials per study run")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in args.sections if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}: use {', '.join(SECTIONS)}")
+    return args
+
+
+def sizes(quick: bool, trials: int | None) -> dict:
+    if quick:
+        return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
+                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000}
+    return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
+            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    size = sizes(args.quick, args.trials)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def log(message: str) -> None:
+        print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    failed: list[str] = []
+    summary: dict = {"started": time.time(), "quick": args.quick, "sizes": size,
+                     "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                 "platform": platform.platform()}, "figures": []}
+    with tempfile.TemporaryDirectory(prefix="evalq-bench-") as tmp:
+        workdir = Path(tmp)
+        # Nothing in this process may fall back to ./.evalq: settings are explicit from here on.
+        os.environ["EVALQ_HOME"] = str(workdir / "home")
+        from contextlib import ExitStack
+
+        from .services import redis_server
+
+        with ExitStack() as stack:
+            needs_servers = {"overhead", "scale"} & set(args.sections)
+            broker = stack.enter_context(redis_server(workdir)) if needs_servers else None
+            os.environ["EVALQ_BROKER_URL"] = broker or ""
+            for section in args.sections:
+                log(f"section {section}")
+                try:
+                    figures, data = run_section(section, args, size, workdir, broker, stack,
+                                                log)
+                except Exception as exc:  # noqa: BLE001 - report it, run the other sections
+                    import traceback
+
+                    traceback.print_exc()
+                    failed.append(f"{section}: {type(exc).__name__}: {exc}")
+                    continue
+                (args.out / f"{section}.json").write_text(json.dumps(
+                    {"figures": [f.as_dict() for f in figures], "data": data}, indent=2,
+                    default=str))
+                summary["figures"] += [f.as_dict() for f in figures]
+                print(f"\n== {section}")
+                for figure in figures:
+                    print("  " + figure.line())
+                sys.stdout.flush()
+    summary["finished"] = time.time()
+    summary["failed_sections"] = failed
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    missed = [f["name"] for f in summary["figures"] if f["met"] is False]
+    print(f"\nresults: {args.out}/summary.json; targets missed: {len(missed)}"
+          + (f" ({'; '.join(missed)})" if missed else ""))
+    for problem in failed:
+        print(f"section failed: {problem}")
+    return 1 if failed else 0
+
+
+def run_section(section, args, size, workdir, broker, stack, log):
+    from .services import database
+
+    if section == "stats":
+        from . import stats_bench
+
+        return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    url, what = stack.enter_context(database(workdir, args.database))
+    log(f"results database: {what}")
+    if section == "overhead":
+        from . import overhead
+
+        figures, data = overhead.run(workdir / "overhead", broker, url, size["trials"],
+                                     size["concurrency"], size["raw"], log)
+    elif section == "scale":
+        from . import scale
+
+        figures, data = scale.run_plan(workdir / "scale", broker, url, size["plan"], log)
+    else:
+        from . import scale
+
+        figures, data = scale.run_report(workdir / "report", url, size["tasks"], size["reps"],
+                                         log)
+    data["database"] = what
+    return figures, data
+
+
+if __name__ == "__main__":
+    sys.exit(main())

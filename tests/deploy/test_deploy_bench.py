@@ -1,0 +1,32 @@
+"""The benchmark harness runs (a smoke run of one section); no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_deploy_bench_quick_stats_writes_results(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "stats",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "bootstrap CI" in proc.stdout and "permutation test" in proc.stdout
+    section = json.loads((tmp_path / "stats.json").read_text())
+    names = [f["name"] for f in section["figures"]]
+    assert any(n.startswith("bootstrap CI") for n in names), names
+    assert all(f["value"] is not None and f["value"] > 0 for f in section["figures"])
+    low, high = section["data"]["ci"]
+    assert low < high and 0 < section["data"]["p_value"] <= 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["quick"] is True and summary["figures"] == section["figures"]
+
+
+def test_deploy_bench_rejects_an_unknown_section(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench", "--only", "nonsense", "--out",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown section" in proc.stderr
