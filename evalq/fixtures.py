@@ -14,7 +14,6 @@ An overlay may hold `.evalq-delete`: one workspace path per line to remove.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,13 +21,13 @@ from pydantic import ValidationError
 
 from .digest import data_digest, combine, tree_digest, tree_files
 from .errors import UserError
+from .overlay import copy_tree
 from .models import FixtureSpec
 from .tomlio import load_document, validation_error
 
 MAX_FILES = 64
 MAX_CHARACTERS = 262_144
 MANIFEST = "fixture.toml"
-DELETE_LIST = ".evalq-delete"
 REQUIRED_DIRS = ("workspace", "hidden", "solutions/correct", "solutions/incorrect")
 SOLUTIONS = ("correct", "incorrect")
 
@@ -140,39 +139,6 @@ def freeze_fixture(path: str | Path) -> Fixture:
     header = f'digest = "{digest}"\nworkspace_digest = "{ws_digest}"\n'
     manifest.write_text(header + body, encoding="utf-8")
     return load_fixture(path)
-
-
-def copy_tree(src: Path, dest: Path) -> None:
-    """Copy regular files and directories only, keeping the executable bit."""
-    for file in tree_files(src):
-        target = dest / file.relative_to(src)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, target)
-
-
-def apply_overlay(overlay: Path, workspace: Path) -> list[str]:
-    """Write an overlay's files over a workspace and delete what its delete list names."""
-    changed: list[str] = []
-    deletions = overlay / DELETE_LIST
-    for file in tree_files(overlay, exclude=[DELETE_LIST]):
-        rel = file.relative_to(overlay)
-        target = workspace / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, target)
-        changed.append(rel.as_posix())
-    if deletions.is_file():
-        for line in deletions.read_text().splitlines():
-            rel = line.strip()
-            if not rel or rel.startswith("#"):
-                continue
-            target = (workspace / rel).resolve()
-            if workspace.resolve() not in target.parents:
-                raise UserError(f"delete list names a path outside the workspace: {rel}",
-                                file=deletions)
-            if target.is_file():
-                target.unlink()
-                changed.append(rel)
-    return changed
 
 
 def materialize(fixture: Fixture, dest: Path) -> Path:

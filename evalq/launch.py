@@ -17,6 +17,7 @@ from .artifacts import open_store
 from .config import Settings
 from .errors import UserError
 from .fixture_cache import publish_fixture
+from .publish import batched_producer
 from .skills import publish_skills
 from .manifest import Study, freeze, verify_lock
 from .plan import plan_trials
@@ -109,7 +110,7 @@ def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) ->
     max_claims = study.manifest.max_attempts
     visibility = int(2 * longest_trial_seconds(study) + 300)
     limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
-    with app.producer_or_acquire() as producer:
+    with batched_producer(app) as producer:
         for trial, attempt in to_send:
             if trial.fixture_id not in limits:
                 limits[trial.fixture_id] = task_limits(study, trial.fixture_id)

@@ -66,7 +66,7 @@ def configure(app: Celery, settings: Settings | None = None) -> Celery:
                      for name in QUEUES],
         task_default_queue="agents",
         task_track_started=True,
-        task_send_sent_event=True,
+        task_send_sent_event=False,  # one PUBLISH per message; Flower sees tasks when received
         worker_send_task_events=True,
         worker_enable_remote_control=not settings.embedded,
         worker_hijack_root_logger=False,

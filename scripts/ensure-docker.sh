@@ -30,6 +30,8 @@ missing=()
 command -v dockerd     >/dev/null 2>&1 || missing+=(docker.io)
 command -v bwrap       >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 \
+    || missing+=(docker-compose)  # compose.yaml is checked with `docker-compose config`
 dpkg-query -W -f='${Status}' python3-pytest 2>/dev/null | grep -q 'install ok installed' \
     || missing+=(python3-pytest)
 

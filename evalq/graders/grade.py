@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import SandboxError
-from ..fixtures import Fixture, apply_overlay, copy_tree, materialize
+from ..fixtures import Fixture, materialize
+from ..overlay import apply_overlay, copy_tree
 from ..models import Criterion, GradeResult, Outcome
 from .reports import ReportError, parse_junit, parse_tap
 from .sandbox import get_sandbox

@@ -7,6 +7,7 @@ The first attempt and the eventual (counted) attempt are both kept for reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from ..models import VALID_OUTCOMES, Outcome
@@ -30,10 +31,10 @@ class TrialView:
         done = [a for a in self.attempts if a.attempt == 1 and a.outcome is not None]
         return done[0] if done else None
 
-    @property
+    @cached_property
     def counted(self) -> Optional[AttemptRow]:
-        finished = sorted((a for a in self.attempts if a.outcome is not None),
-                          key=lambda a: a.attempt)
+        """Computed once: reports ask for it many times per trial (attempts are sorted)."""
+        finished = [a for a in self.attempts if a.outcome is not None]
         for attempt in finished:
             if attempt.outcome in VALID:
                 return attempt

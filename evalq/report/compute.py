@@ -136,13 +136,14 @@ def _power(runs: list[Run], names: list[str], groups: dict[str, dict]) -> tuple[
 
 def _task_grid(runs: list[Run], names: list[str], labels: dict, k: int) -> dict[str, Any]:
     grid: dict[str, Any] = {}
+    cells: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:  # grouped once: scanning all runs per cell is quadratic in big studies
+        cells.setdefault((run.task, run.condition), []).append(run)
     for task in sorted({r.task for r in runs}):
         label = labels.get(task, {})
         rates = {}
         for name in names:
-            values = task_values([r for r in runs if r.task == task and r.condition == name],
-                                 "tpr", k)
-            rates[name] = values.get(task)
+            rates[name] = task_values(cells.get((task, name), []), "tpr", k).get(task)
         grid[task] = {"track": label.get("track", UNTRACKED), "split": label.get("split"),
                       "suitable": label.get("suitable", True), "pass_rate": rates}
     return grid

@@ -68,7 +68,7 @@ class ScriptedAgent(AgentAdapter):
             plan["overlay"] = str(ctx.fixture.solution_dir(plan["solution"]))
         if ctx.condition.skill:
             plan["skill_path"] = ctx.condition.skill
-        return [sys.executable, "-m", "evalq.workers.agents.scripted_main", json.dumps(plan)]
+        return [sys.executable, "-m", "evalq.scripted_agent", json.dumps(plan)]
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         events = []
