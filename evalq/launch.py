@@ -50,10 +50,10 @@ def register_study(study: Study, settings: Settings):
     row = StudyRow(id=study.id, manifest=manifest.model_dump(mode="json"),
                    manifest_path=str(study.path), lock=lock, lock_digest=lock["lock_digest"],
                    mode=manifest.mode)
-    trials = [TrialRow(id=p.trial_id, study_id=study.id, fixture_id=p.fixture_id,
-                       fixture_digest=digests[p.fixture_id], fixture_ref=refs[p.fixture_id],
-                       condition=p.condition, repetition=p.repetition, block=p.block,
-                       order_index=p.order_index) for p in planned]
+    trials = [dict(id=p.trial_id, study_id=study.id, fixture_id=p.fixture_id,
+                   fixture_digest=digests[p.fixture_id], fixture_ref=refs[p.fixture_id],
+                   condition=p.condition, repetition=p.repetition, block=p.block,
+                   order_index=p.order_index) for p in planned]
     save_study(engine, row, trials)
     return engine, lock
 
@@ -105,11 +105,17 @@ def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
     return limits.wall_seconds + 120, limits.wall_seconds + 240
 
 
+def arguments_shown(trial_id: str, attempt: int) -> str:
+    """What Flower shows as a task's arguments: readable, and cheaper than Celery's saferepr."""
+    return f"trial={trial_id} attempt={attempt}"
+
+
 def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:
     """run_trial messages for (trial, attempt) pairs, with time limits from the budgets."""
     max_claims = study.manifest.max_attempts
     visibility = int(2 * longest_trial_seconds(study) + 300)
     limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
+    declared: dict = {}  # the first message declares the queue; kombu re-checks it per message
     with batched_producer(app) as producer:
         for trial, attempt in to_send:
             if trial.fixture_id not in limits:
@@ -117,7 +123,9 @@ def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) ->
             soft, hard = limits[trial.fixture_id]
             app.send_task("evalq.run_trial",
                           args=[message_for(trial, attempt, max_claims, visibility)],
-                          soft_time_limit=soft, time_limit=hard, producer=producer)
+                          soft_time_limit=soft, time_limit=hard, producer=producer,
+                          argsrepr=arguments_shown(trial.id, attempt), **declared)
+            declared = {"declare": []}
     return len(to_send)
 
 
