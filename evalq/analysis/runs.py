@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..report.attempts import TrialView, trial_views
-from ..store import StudyRow, attempts_of, load_study, trials_of
+from ..store import AttemptRow, StudyRow, TrialRow, load_study, records
 
 #: The six binary fields of seed 003 that raters score.
 RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",
@@ -76,7 +76,9 @@ def _run_of(view: TrialView) -> Run:
 def study_runs(engine, study_id: str) -> tuple[StudyRow, list[Run]]:
     """The study row and one Run per planned trial, in planned order."""
     study = load_study(engine, study_id)
-    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
+    trials = records(engine, TrialRow, study_id, [TrialRow.order_index])
+    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt])
+    views = trial_views(trials, attempts)
     return study, [_run_of(v) for v in views]
 
 
@@ -86,7 +88,12 @@ def condition_names(study: StudyRow) -> list[str]:
 
 def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
     """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics."""
-    out: dict[str, list[Optional[bool]]] = {}
-    for run in sorted(runs, key=lambda r: (r.task, r.repetition)):
-        out.setdefault(run.task, []).append(value(run))
-    return out
+    groups: dict[str, list[Run]] = {}
+    for run in runs:  # group first, then sort the small groups: reports call this thousands of times
+        groups.setdefault(run.task, []).append(run)
+    return {task: [value(r) for r in sorted(groups[task], key=_repetition)]
+            for task in sorted(groups)}
+
+
+def _repetition(run: Run) -> int:
+    return run.repetition

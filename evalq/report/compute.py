@@ -203,9 +203,10 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
     labels = task_labels(study)
     k = _k(study)
     tracks = group_by_track((r.task for r in runs), labels)
-    groups = {track: _group_report(study, [r for r in runs if r.task in set(tasks)], names,
+    task_sets = {track: set(tasks) for track, tasks in tracks.items()}  # not one set per run
+    groups = {track: _group_report(study, [r for r in runs if r.task in task_sets[track]], names,
                                    tests=tests, seed=seed, n_resamples=n_resamples)
-              for track, tasks in tracks.items()}
+              for track in tracks}
     pooled = len(groups) == 1
     conditions = {}
     for name in names:
