@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 from conftest import run_cli, write_study
+from evalq.artifacts import ArtifactStore
 
 
 def _run(tmp_path, fixture_copies, home_name):
@@ -30,11 +31,18 @@ def test_embedded_study_end_to_end(tmp_path, fixture_copies):
     rows = db.execute("select trial_id, count(*), min(outcome) from attempts "
                       "group by trial_id").fetchall()
     assert len(rows) == 8 and all(count == 1 and outcome for _, count, outcome in rows)
-    criteria = db.execute("select criteria, artifacts, worker_host from attempts").fetchall()
-    for crit, artifacts, host in criteria:
+    criteria = db.execute("select trial_id, criteria, artifacts, worker_host from attempts"
+                          ).fetchall()
+    store = ArtifactStore(home / "artifacts")
+    for trial_id, crit, artifacts, host in criteria:
         assert json.loads(crit), "each attempt stores its per-criterion verdicts"
-        assert {"workspace", "diff", "stdout"} <= set(json.loads(artifacts))
+        refs = json.loads(artifacts)
+        assert {"workspace", "diff", "stdout"} <= set(refs)
         assert host
+        if "py-slugify-bugfix" in trial_id:
+            diff = store.get(refs["diff"]).decode()
+            assert "--- a/textutil/slug.py" in diff and "+++ b/textutil/slug.py" in diff
+            assert any(l.startswith("+") and not l.startswith("+++") for l in diff.splitlines())
 
 
 def test_two_runs_give_the_same_order_and_results(tmp_path, fixture_copies):

@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from ..artifacts import open_store
 from ..config import Settings, load_settings
@@ -228,9 +226,9 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
 def _store_artifacts(store, fixture, profile, result) -> dict:
     """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference."""
     refs = {"workspace": store.put(pack_workspace(profile.workspace))}
-    with tempfile.TemporaryDirectory(prefix="evalq-initial-") as tmp:
-        initial = materialize(fixture, Path(tmp) / "ws")
-        refs["diff"] = store.put(workspace_diff(initial, profile.workspace).encode())
+    # The fixture's own workspace folder is the initial state (checked against its digest when
+    # the fixture was loaded), so the diff needs no second copy of it.
+    refs["diff"] = store.put(workspace_diff(fixture.workspace_dir, profile.workspace).encode())
     refs["stdout"] = store.put(result.stdout)
     refs["stderr"] = store.put(result.stderr)
     if result.transcript is not None:
