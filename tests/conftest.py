@@ -90,10 +90,24 @@ def fixture_copies(tmp_path) -> Path:
     return root
 
 
+def pad_with_files(fixture: Path, total: int) -> None:
+    """Add small files to a fixture's workspace until the fixture holds `total` files."""
+    present = sum(1 for p in fixture.rglob("*") if p.is_file())
+    extra = fixture / "workspace" / "extra"
+    extra.mkdir()
+    for i in range(total - present):
+        (extra / f"f{i}.txt").write_text("x\n")
+    assert sum(1 for p in fixture.rglob("*") if p.is_file()) == total
+
+
 def write_study(folder: Path, fixtures_dir: Path, *, study_id: str = "t", repetitions: int = 2,
-                seed: int = 7, extra_conditions: str = "", wall: int = 120) -> Path:
+                seed: int = 7, extra_conditions: str = "", wall: int = 120,
+                pause: float | None = None) -> Path:
+    """A two-condition scripted study ("good" applies the correct references, "bad" the
+    incorrect ones); `pause` makes each agent think that many seconds first."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "study.toml"
+    thinking = f", seconds = {pause}" if pause else ""
     fixture_list = ", ".join(f'"{(fixtures_dir / n).as_posix()}"' for n in PY_FIXTURES)
     path.write_text(f'''
 id = "{study_id}"
@@ -107,20 +121,31 @@ wall_seconds = {wall}
 [[conditions]]
 name = "good"
 agent = "scripted"
-settings = {{ action = "solution", solution = "correct" }}
+settings = {{ action = "solution", solution = "correct"{thinking} }}
 
 [[conditions]]
 name = "bad"
 agent = "scripted"
-settings = {{ action = "solution", solution = "incorrect" }}
+settings = {{ action = "solution", solution = "incorrect"{thinking} }}
 {extra_conditions}
 ''')
     return path
 
 
-def run_cli(args: list[str], env_extra: dict | None = None, cwd: Path | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+def cli_env(env_extra: dict | None = None) -> dict[str, str]:
+    """This process's environment without any EVALQ_ setting, plus the test's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALQ_")}
     env.update(env_extra or {})
+    return env
+
+
+def start_cli(args: list[str], env_extra: dict | None = None, **popen) -> subprocess.Popen:
+    """`evalq ARGS` in the background (a study the test acts on while it runs)."""
+    return subprocess.Popen([*EVALQ, *args], env=cli_env(env_extra), **popen)
+
+
+def run_cli(args: list[str], env_extra: dict | None = None, cwd: Path | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    env = cli_env(env_extra)
     return subprocess.run([*EVALQ, *args], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)

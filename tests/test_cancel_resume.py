@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import time
 
-from conftest import EVALQ, run_cli, write_study
+from conftest import run_cli, start_cli, write_study
 
 
 def test_cancel_then_resume(tmp_path, fixture_copies):
     home = tmp_path / "home"
     extra = {"EVALQ_HOME": str(home)}
-    study = write_study(tmp_path / "study", fixture_copies, study_id="cancelme", repetitions=3)
-    study.write_text(study.read_text().replace('solution = "correct"',
-                                               'solution = "correct", seconds = 1')
-                     .replace('solution = "incorrect"', 'solution = "incorrect", seconds = 1'))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALQ_")}
-    env.update(extra)
-    run = subprocess.Popen([*EVALQ, "run", str(study), "--concurrency", "1"], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    study = write_study(tmp_path / "study", fixture_copies, study_id="cancelme", repetitions=3,
+                        pause=1)
+    run = start_cli(["run", str(study), "--concurrency", "1"], extra, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
     db = home / "evalq.db"
     deadline = time.monotonic() + 120
     while True:

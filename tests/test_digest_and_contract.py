@@ -9,7 +9,7 @@ import pytest
 from evalq.digest import tree_digest
 from evalq.errors import UserError
 from evalq.fixtures import MAX_CHARACTERS, freeze_fixture, load_fixture
-from conftest import copy_fixture
+from conftest import copy_fixture, pad_with_files
 
 
 def test_one_changed_byte_changes_the_digest(tmp_path):
@@ -57,12 +57,7 @@ def test_unfrozen_fixture_is_refused(tmp_path):
 
 def test_sixty_five_files_are_refused(tmp_path):
     fixture = copy_fixture("py-inventory-feature", tmp_path)
-    present = sum(1 for p in fixture.rglob("*") if p.is_file())
-    extra = fixture / "workspace" / "extra"
-    extra.mkdir()
-    for i in range(65 - present):
-        (extra / f"f{i}.txt").write_text("x")
-    assert sum(1 for p in fixture.rglob("*") if p.is_file()) == 65
+    pad_with_files(fixture, 65)
     with pytest.raises(UserError) as info:
         freeze_fixture(fixture)
     assert "65 files, over the limit of 64" in info.value.one_line()
@@ -70,11 +65,7 @@ def test_sixty_five_files_are_refused(tmp_path):
 
 def test_sixty_four_files_are_accepted(tmp_path):
     fixture = copy_fixture("py-inventory-feature", tmp_path)
-    present = sum(1 for p in fixture.rglob("*") if p.is_file())
-    extra = fixture / "workspace" / "extra"
-    extra.mkdir()
-    for i in range(64 - present):
-        (extra / f"f{i}.txt").write_text("x")
+    pad_with_files(fixture, 64)
     assert freeze_fixture(fixture).id == "py-inventory-feature"
 
 

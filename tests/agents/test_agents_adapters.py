@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
-from pathlib import Path
 
 import pytest
 

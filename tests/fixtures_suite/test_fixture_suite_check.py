@@ -8,7 +8,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, copy_fixture, run_cli
+from conftest import FIXTURES, copy_fixture, pad_with_files, run_cli
 from evalq.cli.fixtures_cmd import fixtures
 from evalq.fixtures import MAX_CHARACTERS, freeze_fixture
 from evalq.graders.sandbox.bwrap import BwrapSandbox
@@ -98,11 +98,7 @@ def test_one_changed_byte_is_refused(tmp_path):
 
 def test_sixty_five_files_are_refused(tmp_path):
     fixture = copy_fixture("py-inventory-feature", tmp_path)
-    present = sum(1 for p in fixture.rglob("*") if p.is_file())
-    extra = fixture / "workspace" / "data"
-    extra.mkdir()
-    for i in range(65 - present):
-        (extra / f"row{i}.csv").write_text("x\n")
+    pad_with_files(fixture, 65)
     assert_refused(fixture, "fixture has 65 files, over the limit of 64")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVALQ, run_cli, write_study
+from conftest import run_cli, start_cli, write_study
 
 IMAGE = "evalq-grader-python:local"
 
@@ -105,15 +105,11 @@ def test_engine_stopped_mid_study_then_regraded(tmp_path, fixture_copies, engine
     home = tmp_path / "home"
     env_extra = {"EVALQ_HOME": str(home), "EVALQ_SANDBOX": "docker",
                  "DOCKER_HOST": engine.host}
-    study = write_study(tmp_path / "study", fixture_copies, study_id="outage", repetitions=3)
-    study.write_text(study.read_text().replace('solution = "correct"',
-                                               'solution = "correct", seconds = 0.5')
-                     .replace('solution = "incorrect"', 'solution = "incorrect", seconds = 0.5'))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALQ_")}
-    env.update(env_extra)
+    study = write_study(tmp_path / "study", fixture_copies, study_id="outage", repetitions=3,
+                        pause=0.5)
     log = open(tmp_path / "run.log", "w")
-    run = subprocess.Popen([*EVALQ, "run", str(study), "--concurrency", "1"], env=env,
-                           stdout=log, stderr=subprocess.STDOUT)
+    run = start_cli(["run", str(study), "--concurrency", "1"], env_extra, stdout=log,
+                    stderr=subprocess.STDOUT)
     db = home / "evalq.db"
     deadline = time.monotonic() + 180
     while True:
