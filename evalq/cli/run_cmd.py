@@ -14,10 +14,16 @@ from .common import engine_and_settings, report_dir, study_id_of
 
 
 def _progress(finished: int, planned: int) -> None:
+    """A live bar on a terminal; in a log, one line per tenth of the study."""
     width = 30
     filled = int(width * finished / planned) if planned else width
-    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {finished}/{planned} trials "
-               "finished", nl=finished >= planned, err=True)
+    line = f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{planned} trials finished"
+    if sys.stderr.isatty():
+        click.echo("\r" + line, nl=finished >= planned, err=True)
+        return
+    step = max(1, planned // 10)
+    if finished in (0, planned) or finished // step != (finished - 1) // step:
+        click.echo(line, err=True)
 
 
 def _finished_counter(engine, study_id):
