@@ -47,7 +47,7 @@ class Settings:
         EVALQ_VISIBILITY_TIMEOUT overrides it (tests set a deliberately short one)."""
         if self.visibility_override:
             return max(1, int(self.visibility_override))
-        return int(2 * self.max_trial_seconds + 300)
+        return visibility_for(self.max_trial_seconds)
 
     def env(self) -> dict[str, str]:
         """These settings as environment variables, for child processes."""
@@ -62,6 +62,11 @@ class Settings:
         if self.broker_url:
             values["EVALQ_BROKER_URL"] = self.broker_url
         return values
+
+
+def visibility_for(trial_seconds: float) -> int:
+    """A visibility timeout about twice the longest trial, plus a margin (DESIGN.md)."""
+    return int(2 * trial_seconds + 300)
 
 
 def _config_file() -> dict:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlmodel import Session
 from sqlalchemy import update
 
 from .artifacts import open_store
-from .config import Settings
+from .config import Settings, visibility_for
 from .errors import UserError
 from .fixture_cache import publish_fixture
 from .publish import batched_producer
@@ -60,10 +61,9 @@ def register_study(study: Study, settings: Settings):
 
 def message_for(trial: TrialRow, attempt: int, max_claims: int,
                 visibility_timeout: int | None = None) -> dict:
-    message = {"study_id": trial.study_id, "trial_id": trial.id, "attempt": attempt,
-               "fixture_id": trial.fixture_id, "condition": trial.condition,
-               "repetition": trial.repetition, "fixture_ref": trial.fixture_ref,
-               "fixture_digest": trial.fixture_digest, "max_claims": max_claims}
+    from .ops.recovery import trial_ref
+
+    message = dict(trial_ref(trial, attempt), max_claims=max_claims)
     if visibility_timeout is not None:
         message["visibility_timeout"] = visibility_timeout  # workers warn if theirs is shorter
     return message
@@ -85,24 +85,17 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
     return dataclasses.replace(settings, max_trial_seconds=longest)
 
 
-def apply_visibility(app, settings: Settings) -> int:
-    """Set the visibility timeout everywhere Celery reads it, for this process's connections."""
-    timeout = settings.visibility_timeout
-    if not settings.embedded:
-        options = dict(app.conf.broker_transport_options or {})
-        options["visibility_timeout"] = timeout
-        app.conf.broker_transport_options = options
-    app.conf.result_backend_transport_options = {"visibility_timeout": timeout}
-    app.conf.visibility_timeout = timeout
-    return timeout
-
-
 def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
-    """Celery soft and hard time limits from the trial's wall budget, below the visibility timeout."""
+    """Celery soft and hard time limits from the trial's wall budget."""
     from .workers.runner import effective_limits
 
     limits = effective_limits(study.fixture(fixture_id).spec.limits, study.manifest)
-    return limits.wall_seconds + 120, limits.wall_seconds + 240
+    return time_limits_for(limits.wall_seconds)
+
+
+def time_limits_for(wall_seconds: float) -> tuple[float, float]:
+    """Soft limit: the task stops its agent and containers; hard limit: the pool kills it."""
+    return wall_seconds + 120, wall_seconds + 240
 
 
 def arguments_shown(trial_id: str, attempt: int) -> str:
@@ -112,14 +105,21 @@ def arguments_shown(trial_id: str, attempt: int) -> str:
 
 def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:
     """run_trial messages for (trial, attempt) pairs, with time limits from the budgets."""
-    max_claims = study.manifest.max_attempts
-    visibility = int(2 * longest_trial_seconds(study) + 300)
+    return publish_run_messages(app, to_send, lambda fixture_id: task_limits(study, fixture_id),
+                                study.manifest.max_attempts,
+                                visibility_for(longest_trial_seconds(study)))
+
+
+def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
+                         limits_of: Callable[[str], tuple[float, float]], max_claims: int,
+                         visibility: int) -> int:
+    """Send run_trial messages; `limits_of(fixture_id)` gives (soft, hard), asked once a fixture."""
     limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
     declared: dict = {}  # the first message declares the queue; kombu re-checks it per message
     with batched_producer(app) as producer:
         for trial, attempt in to_send:
             if trial.fixture_id not in limits:
-                limits[trial.fixture_id] = task_limits(study, trial.fixture_id)
+                limits[trial.fixture_id] = limits_of(trial.fixture_id)
             soft, hard = limits[trial.fixture_id]
             app.send_task("evalq.run_trial",
                           args=[message_for(trial, attempt, max_claims, visibility)],

@@ -19,7 +19,8 @@ from ..fixture_cache import cached_fixture
 from ..models import StudyManifest
 from ..store import (AttemptRow, TrialRow, create_attempts, latest_attempts, load_study,
                      set_cancelled)
-from .recovery import grading_payload, trial_ref
+from ..launch import publish_run_messages, time_limits_for
+from .recovery import grading_payload
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
 REGRADABLE = ("grading_failure", "correct", "incorrect")
@@ -33,18 +34,18 @@ class ActionSummary:
     note: str = ""
 
 
-def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow,
-                 cache: dict) -> tuple[float, float]:
-    """Soft/hard Celery limits from the fixture's and study's budgets (as `evalq run` sets)."""
+def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow
+                 ) -> tuple[float, float]:
+    """Soft/hard Celery limits from the fixture's and study's budgets (as `evalq run` sets).
+
+    The fixture comes from the artifact store: the manifest's folder may not be on this machine.
+    """
     from ..workers.runner import effective_limits
 
-    if trial.fixture_id not in cache:
-        fixture = cached_fixture(open_store(settings.artifacts_url),
-                                 settings.home / "cache" / "fixtures", trial.fixture_ref,
-                                 trial.fixture_digest)
-        wall = effective_limits(fixture.spec.limits, manifest).wall_seconds
-        cache[trial.fixture_id] = (wall + 120, wall + 240)
-    return cache[trial.fixture_id]
+    fixture = cached_fixture(open_store(settings.artifacts_url),
+                             settings.home / "cache" / "fixtures", trial.fixture_ref,
+                             trial.fixture_digest)
+    return time_limits_for(effective_limits(fixture.spec.limits, manifest).wall_seconds)
 
 
 def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> ActionSummary:
@@ -62,15 +63,9 @@ def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> Ac
               if r.outcome == outcome and r.trial_id in trials]
     chosen.sort(key=lambda item: item[0].order_index)
     create_attempts(engine, [t.id for t, _ in chosen], {t.id: a for t, a in chosen}, study_id)
-    cache: dict = {}
-    visibility = settings.visibility_timeout
-    with app.producer_or_acquire() as producer:
-        for trial, attempt in chosen:
-            soft, hard = _time_limits(settings, manifest, trial, cache)
-            message = dict(trial_ref(trial, attempt), max_claims=manifest.max_attempts,
-                           visibility_timeout=visibility)
-            app.send_task("evalq.run_trial", args=[message], soft_time_limit=soft,
-                          time_limit=hard, producer=producer)
+    by_fixture = {t.fixture_id: t for t, _ in chosen}
+    publish_run_messages(app, chosen, lambda fid: _time_limits(settings, manifest, by_fixture[fid]),
+                         manifest.max_attempts, settings.visibility_timeout)
     return ActionSummary(study_id, len(chosen), len(chosen))
 
 

@@ -152,7 +152,6 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
     _check_visibility(ref, settings)
     host = host_name(hostname)
     owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    manifest = StudyManifest.model_validate(ref["manifest"]) if "manifest" in ref else None
     ok, why = _db_retry(claim, engine, ref["trial_id"], ref["attempt"], owner,
                         settings.lease_seconds, max_claims=ref.get("max_claims", 3))
     if not ok:
@@ -174,8 +173,7 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         from ..store import load_study
 
         study_row = load_study(engine, ref["study_id"])
-        if manifest is None:
-            manifest = StudyManifest.model_validate(study_row.manifest)
+        manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
         profile = new_profile(settings.home / "runs")
