@@ -14,6 +14,25 @@ from pathlib import Path
 from .errors import InfrastructureError
 
 
+def reference_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def relative_path(ref: str) -> str:
+    """Where a reference lives under a store's root: sha256/<first two hex>/<digest>."""
+    if not ref.startswith("sha256:") or len(ref) != 71:
+        raise InfrastructureError(f"not an artifact reference: {ref!r}")
+    digest = ref[7:]
+    return f"sha256/{digest[:2]}/{digest}"
+
+
+def verified(ref: str, data: bytes, where: str) -> bytes:
+    """The bytes, if they still hash to their reference; a store must never serve corruption."""
+    if reference_of(data) != ref:
+        raise InfrastructureError(f"artifact {ref} is corrupt in {where}")
+    return data
+
+
 class ArtifactStore:
     def __init__(self, root: str | Path):
         root = str(root)
@@ -22,13 +41,10 @@ class ArtifactStore:
         self.root = Path(root)
 
     def _path(self, ref: str) -> Path:
-        if not ref.startswith("sha256:") or len(ref) != 71:
-            raise InfrastructureError(f"not an artifact reference: {ref!r}")
-        digest = ref[7:]
-        return self.root / "sha256" / digest[:2] / digest
+        return self.root / relative_path(ref)
 
     def put(self, data: bytes) -> str:
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        ref = reference_of(data)
         path = self._path(ref)
         if path.exists():
             return ref
@@ -50,9 +66,7 @@ class ArtifactStore:
             data = path.read_bytes()
         except FileNotFoundError:
             raise InfrastructureError(f"artifact {ref} is missing from {self.root}") from None
-        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
-            raise InfrastructureError(f"artifact {ref} is corrupt in {self.root}")
-        return data
+        return verified(ref, data, str(self.root))
 
     def exists(self, ref: str) -> bool:
         return self._path(ref).exists()
@@ -75,13 +89,10 @@ class FsspecArtifactStore:
         self.fs, self.root = fsspec.core.url_to_fs(self.url)
 
     def _path(self, ref: str) -> str:
-        if not ref.startswith("sha256:") or len(ref) != 71:
-            raise InfrastructureError(f"not an artifact reference: {ref!r}")
-        digest = ref[7:]
-        return f"{self.root}/sha256/{digest[:2]}/{digest}"
+        return f"{self.root}/{relative_path(ref)}"
 
     def put(self, data: bytes) -> str:
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        ref = reference_of(data)
         path = self._path(ref)
         if not self.fs.exists(path):
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
@@ -93,9 +104,7 @@ class FsspecArtifactStore:
             data = self.fs.cat_file(self._path(ref))
         except FileNotFoundError:
             raise InfrastructureError(f"artifact {ref} is missing from {self.url}") from None
-        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
-            raise InfrastructureError(f"artifact {ref} is corrupt in {self.url}")
-        return data
+        return verified(ref, data, self.url)
 
     def exists(self, ref: str) -> bool:
         return bool(self.fs.exists(self._path(ref)))

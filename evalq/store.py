@@ -134,8 +134,8 @@ def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow | dict
         rows = [t if isinstance(t, dict) else t.model_dump() for t in trials]
         for start in range(0, len(rows), 5000):
             chunk = rows[start:start + 5000]
-            # Core executemany: batched by SQLAlchemy's insertmanyvalues, where the ORM's bulk
-            # path fell back to psycopg2's row-at-a-time executemany (bench/)
+            # Core executemany of plain rows (no ORM objects); on PostgreSQL the engine's
+            # executemany_mode batches it (get_engine), instead of one round trip a row (bench/)
             session.connection().execute(insert(TrialRow.__table__).on_conflict_do_nothing(),
                                          chunk)
         session.commit()

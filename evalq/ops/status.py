@@ -12,12 +12,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ..models import OUTCOMES
 from ..report.attempts import trial_views
 from ..store import attempts_of, load_study, trials_of
 from .environments import describe, study_environment_flag
 
 PENDING_STATES = ("unsent", "queued", "running", "grading", "cancelled")
-OUTCOMES = ("correct", "incorrect", "timed_out", "grading_failure", "infrastructure_failure")
 NO_HOST = "(no worker yet)"
 
 
@@ -64,8 +64,8 @@ def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus
     by_host: dict[str, int] = {}
     for view in views:
         kind, name = trial_bucket(view)
-        (by_state if kind == "state" else by_outcome)[name] = \
-            (by_state if kind == "state" else by_outcome).get(name, 0) + 1
+        bucket = by_state if kind == "state" else by_outcome
+        bucket[name] = bucket.get(name, 0) + 1
         hosts = [a.worker_host for a in view.attempts if a.worker_host]
         host = hosts[-1] if hosts else NO_HOST
         by_host[host] = by_host.get(host, 0) + 1
