@@ -92,11 +92,6 @@ def incompatible_fields(baseline: dict[str, Any], candidate: dict[str, Any],
     return sorted(fields)
 
 
-def within_study_ignore() -> tuple[str, ...]:
-    """Between conditions of one study the settings are the intervention as well."""
-    return INTERVENTION + ("settings_digest",)
-
-
 def describe(value: Optional[Any]) -> str:
     if value is None:
         return "unavailable"

@@ -16,7 +16,7 @@ from .estimate import pair_estimates
 from .forecast import forecast, run_distributions
 from .pilot import Pilot
 from .simulate import (DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SIMULATIONS, pilot_sampler,
-                       power_grid, simulate_design, smallest_design)
+                       power_grid, smallest_design)
 
 SCHEMA = "evalq.plan/1"
 DEFAULT_TASKS = (10, 20, 30, 50, 75, 100, 150, 200)
@@ -192,9 +192,3 @@ def make_plan(study: Any, pilot: Pilot, target: PlanTarget = PlanTarget(), *,
         "assumptions": _assumptions(source, target, estimates.baseline.runs_per_task),
         "pilot_cautions": cautions,
     }
-
-
-def simulate_one(pilot: Pilot, baseline: str, candidate: str, tasks: int, repetitions: int,
-                 **kwargs: Any):
-    """One design straight from a pilot, for callers that do not need the whole plan."""
-    return simulate_design(pilot_sampler(pilot, baseline, candidate), tasks, repetitions, **kwargs)
