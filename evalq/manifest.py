@@ -127,20 +127,40 @@ def build_lock(study: Study) -> dict:
 
 
 def freeze(study: Study, force: bool = False) -> dict:
-    """Write the lock next to the manifest. A lock that disagrees is only replaced with force."""
+    """Write the lock next to the manifest. A lock that disagrees is only replaced with force.
+
+    A forced re-freeze keeps the old lock's planning section (it lies outside lock_digest): the
+    usual path is plan, adopt the chosen design in the manifest, re-freeze, and the
+    pre-registration record must survive that step.
+    """
     lock = build_lock(study)
     target = study.lock_path
-    if target.exists() and not force:
-        existing = json.loads(target.read_text())
+    try:
+        existing = _read_lock(target) if target.exists() else None
+    except UserError:
+        if not force:
+            raise
+        existing = None  # a corrupt lock is what --force is for
+    if existing is not None and not force:
         if existing.get("lock_digest") != lock["lock_digest"]:
             raise UserError("the study is already frozen with different inputs", file=target,
                             fix="give the changed study a new id, or pass --force to re-freeze "
                                 "(earlier results then become exploratory)")
         return existing
+    if existing and "planning" in existing:
+        lock["planning"] = existing["planning"]
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
     tmp.replace(target)
     return lock
+
+
+def _read_lock(target: Path) -> dict:
+    try:
+        return json.loads(target.read_text())
+    except json.JSONDecodeError:
+        raise UserError("lock file is not valid JSON", file=target,
+                        fix="restore it from version control or re-freeze with --force") from None
 
 
 def verify_lock(study: Study) -> dict | None:
@@ -148,11 +168,7 @@ def verify_lock(study: Study) -> dict | None:
     target = study.lock_path
     if not target.exists():
         return None
-    try:
-        existing = json.loads(target.read_text())
-    except json.JSONDecodeError:
-        raise UserError("lock file is not valid JSON", file=target,
-                        fix="restore it from version control or re-freeze") from None
+    existing = _read_lock(target)
     current = build_lock(study)
     if existing.get("lock_digest") == current["lock_digest"]:
         return existing

@@ -126,6 +126,14 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
     assert "cost: $0.42 at the pilot's median run, $0.60 at its 90th percentile" in gated.stderr
     assert "wall time on 2 agent workers" in gated.stderr
 
+    # Adopting a different design and re-freezing with --force keeps the plan as it was written.
+    main.write_text(main.read_text().replace("repetitions = 3", "repetitions = 2"))
+    refrozen = cli(["study", "freeze", str(main), "--force"], home)
+    assert refrozen.returncode == 0, refrozen.stderr
+    after = json.loads(study.lock_path.read_text())
+    assert after["repetitions"] == 2 and after["lock_digest"] != lock["lock_digest"]
+    assert after["planning"] == section
+
 
 def test_plan_with_a_costless_pilot_says_why(tmp_path, fixture_copies):
     home = tmp_path / "home"
