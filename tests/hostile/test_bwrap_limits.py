@@ -61,3 +61,5 @@ def test_seccomp_filter_refuses_namespace_and_mount_calls():
     assert "Seccomp:\t2" in result.stdout
     assert "unshare-refused" in result.stdout and "Operation not permitted" in result.stderr
     assert result.stdout.strip().endswith("-1")
+    # the filter goes to bwrap through an in-memory file: nothing is left in the temp dir
+    assert not list(Path(tempfile.gettempdir()).glob("evalq-seccomp-*"))

@@ -16,7 +16,7 @@ from ...errors import SandboxError
 from ...proc import run_bounded
 from .base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
 from .cgroups import RunCgroup, sweep_orphans
-from .seccomp import compiled_filter
+from .seccomp import filter_fd
 
 NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -91,8 +91,7 @@ class BwrapSandbox(Sandbox):
             _own_for_nobody(report_dir)
         group = RunCgroup.create(limits.memory_mb, limits.pids, limits.cpus) if as_root else None
         notes = [] if group else ["no writable cgroup: memory and process limits use rlimits"]
-        seccomp_path = compiled_filter()
-        seccomp_fd = os.open(seccomp_path, os.O_RDONLY) if seccomp_path else None
+        seccomp_fd = filter_fd()
         if seccomp_fd is None:
             notes.append("libseccomp not found: no system-call filter")
         seccomp_args = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []

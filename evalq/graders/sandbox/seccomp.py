@@ -11,7 +11,6 @@ import ctypes
 import ctypes.util
 import errno
 import os
-import tempfile
 from functools import lru_cache
 
 DENIED = (
@@ -33,8 +32,11 @@ def _act_errno(code: int) -> int:
 
 
 @lru_cache(maxsize=1)
-def compiled_filter() -> str | None:
-    """Path of a BPF program denying DENIED, built once per process; None without libseccomp."""
+def compiled_filter() -> bytes | None:
+    """The BPF program denying DENIED, built once per process; None without libseccomp.
+
+    Kept in memory, not in a temp file: a file per worker process was left behind in /tmp.
+    """
     name = ctypes.util.find_library("seccomp")
     if name is None:
         return None
@@ -59,14 +61,31 @@ def compiled_filter() -> str | None:
                 continue
             if lib.seccomp_rule_add(ctx, _act_errno(errno.EPERM), number, 0) != 0:
                 return None
-        fd, path = tempfile.mkstemp(prefix="evalq-seccomp-", suffix=".bpf")
+        fd = os.memfd_create("evalq-seccomp")
         try:
             if lib.seccomp_export_bpf(ctx, fd) != 0:
-                os.unlink(path)
                 return None
+            os.lseek(fd, 0, os.SEEK_SET)
+            return _read_all(fd)
         finally:
             os.close(fd)
-        os.chmod(path, 0o644)
-        return path
     finally:
         lib.seccomp_release(ctx)
+
+
+def filter_fd() -> int | None:
+    """A fresh readable fd holding the filter at offset 0 (bwrap --seccomp reads it to the end)."""
+    program = compiled_filter()
+    if program is None:
+        return None
+    fd = os.memfd_create("evalq-seccomp")
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
