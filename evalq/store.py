@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from .bulk import insert_missing
 from .errors import UserError
 
 
@@ -121,7 +122,6 @@ def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow | dict
     Trials may be plain dicts of TrialRow's columns: building 100,000 validated models costs
     seconds that a plan does not need (bench/).
     """
-    insert = _insert(engine)
     with Session(engine) as session:
         existing = session.get(StudyRow, study.id)
         if existing is not None and existing.lock_digest != study.lock_digest:
@@ -132,27 +132,19 @@ def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow | dict
             session.add(study)
             session.commit()
         rows = [t if isinstance(t, dict) else t.model_dump() for t in trials]
-        for start in range(0, len(rows), 5000):
-            chunk = rows[start:start + 5000]
-            # Core executemany of plain rows (no ORM objects); on PostgreSQL the engine's
-            # executemany_mode batches it (get_engine), instead of one round trip a row (bench/)
-            session.connection().execute(insert(TrialRow.__table__).on_conflict_do_nothing(),
-                                         chunk)
+        insert_missing(session.connection(), TrialRow.__table__, rows)
         session.commit()
 
 
 def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, int],
                     study_id: str) -> None:
     """Queued attempt rows, created before their messages are sent (idempotent)."""
-    insert = _insert(engine)
     now = time.time()
     rows = [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t], state="queued",
                  enqueued_at=now, claims=0, regrades=0) for t in trial_ids]
     with Session(engine) as session:
-        for start in range(0, len(rows), 5000):
-            session.connection().execute(
-                insert(AttemptRow.__table__).on_conflict_do_nothing(
-                    index_elements=["trial_id", "attempt"]), rows[start:start + 5000])
+        insert_missing(session.connection(), AttemptRow.__table__, rows,
+                       conflict=["trial_id", "attempt"])
         session.commit()
 
 
@@ -278,16 +270,16 @@ def attempts_of(engine: Engine, study_id: str) -> list[AttemptRow]:
                                  .order_by(AttemptRow.trial_id, AttemptRow.attempt)).all())
 
 
-def latest_attempts(engine: Engine, study_id: str
-                    ) -> tuple[dict[str, TrialRow], dict[str, AttemptRow]]:
-    """(trials by id, each trial's latest attempt by trial id): what decides a trial's state."""
-    with Session(engine, expire_on_commit=False) as session:
-        trials = {t.id: t for t in session.exec(select(TrialRow).where(
-            TrialRow.study_id == study_id)).all()}
-        latest: dict[str, AttemptRow] = {}
-        for row in session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id)).all():
-            if row.trial_id not in latest or row.attempt > latest[row.trial_id].attempt:
-                latest[row.trial_id] = row
+def latest_attempts(engine: Engine, study_id: str) -> tuple[dict[str, "Record"], dict[str, "Record"]]:
+    """(trials by id, each trial's latest attempt by trial id): what decides a trial's state.
+
+    Read-only Records, not ORM objects: the launcher reads every trial of a study at start,
+    and 100,000 ORM instances cost seconds (bench/).
+    """
+    trials = {t.id: t for t in records(engine, TrialRow, study_id, [])}
+    latest: dict[str, Record] = {}
+    for row in records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt]):
+        latest[row.trial_id] = row  # ordered by attempt: the last one seen is the latest
     return trials, latest
 
 

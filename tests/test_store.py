@@ -79,3 +79,34 @@ def test_finished_attempt_cannot_be_claimed(engine):
                             "outcome": "incorrect"})
     ok, why = claim(engine, trial_id, 1, "w", 30, 3)
     assert not ok and "already finished as incorrect" in why
+
+
+def test_bulk_insert_keeps_awkward_text_and_existing_rows(engine):
+    """insert_missing (COPY on PostgreSQL): escapes survive, NULLs stay NULL, re-runs add nothing."""
+    from evalq.bulk import insert_missing
+    from evalq.store import latest_attempts
+
+    _seed(engine)  # s/f/c/r1 with attempt 1 already there
+    awkward = ["tab\there", "new\nline", "back\\slash", "cr\rhere", "\\N", "ünïcode ✓", ""]
+    trials = [dict(id=f"s/{i}/{text}", study_id="s", fixture_id=text, fixture_digest="d",
+                   fixture_ref="r", condition="c", repetition=i, block=0, order_index=i + 1)
+              for i, text in enumerate(awkward)]
+    attempts = [dict(trial_id=t["id"], study_id="s", attempt=1, state="queued",
+                     enqueued_at=1.5 + i, claims=0, regrades=0, reason=None)
+                for i, t in enumerate(trials)]
+    existing = dict(trial_id="s/f/c/r1", study_id="s", attempt=1, state="done",
+                    enqueued_at=9.0, claims=7, regrades=0, reason="would overwrite")
+    for _ in range(2):
+        with Session(engine) as session:
+            insert_missing(session.connection(), TrialRow.__table__, trials)
+            insert_missing(session.connection(), AttemptRow.__table__, [existing, *attempts],
+                           conflict=["trial_id", "attempt"])
+            session.commit()
+    by_id, latest = latest_attempts(engine, "s")
+    assert len(by_id) == len(trials) + 1 and len(latest) == len(trials) + 1
+    assert sorted(t.fixture_id for t in by_id.values() if t.id != "s/f/c/r1") == sorted(awkward)
+    for i, trial in enumerate(trials):
+        row = latest[trial["id"]]
+        assert (row.enqueued_at, row.reason, row.state) == (1.5 + i, None, "queued")
+    kept = latest["s/f/c/r1"]
+    assert (kept.state, kept.claims, kept.reason) == ("queued", 0, None)
