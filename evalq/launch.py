@@ -18,7 +18,7 @@ from .artifacts import open_store
 from .config import Settings, visibility_for
 from .errors import UserError
 from .fixture_cache import publish_fixture
-from .publish import batched_producer
+from .publish import batch_sender
 from .skills import publish_skills
 from .manifest import Study, freeze, verify_lock
 from .plan import plan_trials
@@ -115,17 +115,13 @@ def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
                          visibility: int) -> int:
     """Send run_trial messages; `limits_of(fixture_id)` gives (soft, hard), asked once a fixture."""
     limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
-    declared: dict = {}  # the first message declares the queue; kombu re-checks it per message
-    with batched_producer(app) as producer:
+    with batch_sender(app) as sender:
         for trial, attempt in to_send:
             if trial.fixture_id not in limits:
                 limits[trial.fixture_id] = limits_of(trial.fixture_id)
             soft, hard = limits[trial.fixture_id]
-            app.send_task("evalq.run_trial",
-                          args=[message_for(trial, attempt, max_claims, visibility)],
-                          soft_time_limit=soft, time_limit=hard, producer=producer,
-                          argsrepr=arguments_shown(trial.id, attempt), **declared)
-            declared = {"declare": []}
+            sender.send("evalq.run_trial", [message_for(trial, attempt, max_claims, visibility)],
+                        arguments_shown(trial.id, attempt), soft, hard)
     return len(to_send)
 
 

@@ -1,0 +1,85 @@
+"""Batched sending on Redis: messages filled from a template are the messages Celery would send.
+
+The launcher sends the first run_trial through `app.send_task` and fills a template for the
+rest (evalq.publish). If a Celery or kombu upgrade changes the message format, the comparison
+here fails before any worker sees a malformed message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import redis
+from celery import Celery, signals
+
+from evalq.config import load_settings
+from evalq.publish import batch_sender
+from evalq.queue import configure
+
+IDS = ("id", "root_id", "correlation_id", "delivery_tag")
+
+
+def _app(redis_url: str, monkeypatch) -> Celery:
+    monkeypatch.setenv("EVALQ_BROKER_URL", redis_url)
+    return configure(Celery("publish-test"), load_settings())
+
+
+def _queued(redis_url: str) -> list[dict]:
+    """The agents queue, oldest first (kombu LPUSHes and workers BRPOP)."""
+    return [json.loads(m) for m in reversed(redis.Redis.from_url(redis_url).lrange("agents", 0, -1))]
+
+
+def _without_ids(message: dict) -> dict:
+    headers = {k: v for k, v in message["headers"].items() if k not in IDS}
+    props = {k: v for k, v in message["properties"].items() if k not in IDS}
+    return dict(message, headers=headers, properties=props)
+
+
+def _payload(n: int) -> list:
+    return [{"trial_id": f"s/f{n % 3}/c/r{n}", "attempt": 1, "note": "tab\t \u00fcnicode ✓"}]
+
+
+def test_filled_messages_equal_celerys_own(redis_url, monkeypatch):
+    app = _app(redis_url, monkeypatch)
+    with batch_sender(app, batch=7) as sender:  # a small batch: several pipeline flushes
+        for n in range(20):
+            sender.send("evalq.run_trial", _payload(n), f"trial={n}", 100.0 + n % 3, 200.0 + n % 3)
+        assert set(sender.templates) == {"evalq.run_trial"}
+    batched = _queued(redis_url)
+    redis.Redis.from_url(redis_url).delete("agents")
+
+    with app.producer_or_acquire() as producer:  # the same messages, each built by Celery
+        for n in range(20):
+            app.send_task("evalq.run_trial", args=_payload(n), soft_time_limit=100.0 + n % 3,
+                          time_limit=200.0 + n % 3, argsrepr=f"trial={n}", producer=producer)
+    plain = _queued(redis_url)
+
+    assert len(batched) == len(plain) == 20
+    for mine, celerys in zip(batched, plain):
+        assert _without_ids(mine) == _without_ids(celerys)
+        body = json.loads(base64.b64decode(mine["body"]))
+        assert body[0] == json.loads(base64.b64decode(celerys["body"]))[0]
+        headers = mine["headers"]
+        assert headers["id"] == headers["root_id"] == mine["properties"]["correlation_id"]
+    ids = [m["headers"]["id"] for m in batched]
+    tags = [m["properties"]["delivery_tag"] for m in batched]
+    assert len(set(ids)) == len(set(tags)) == 20
+
+
+def test_publish_signal_receivers_see_every_message(redis_url, monkeypatch):
+    app = _app(redis_url, monkeypatch)
+    seen = []
+
+    def receiver(sender=None, headers=None, **_kwargs):
+        seen.append(headers["argsrepr"])
+
+    signals.before_task_publish.connect(receiver, weak=False)
+    try:
+        with batch_sender(app) as sender:
+            for n in range(5):
+                sender.send("evalq.run_trial", _payload(n), f"trial={n}", 10.0, 20.0)
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+    assert seen == [f"trial={n}" for n in range(5)]
+    assert len(_queued(redis_url)) == 5
