@@ -30,6 +30,8 @@ MAX_CHARACTERS = 262_144
 MANIFEST = "fixture.toml"
 REQUIRED_DIRS = ("workspace", "hidden", "solutions/correct", "solutions/incorrect")
 SOLUTIONS = ("correct", "incorrect")
+#: optional spec fields added after fixtures were first frozen: in the digest only when set
+ADDED_LATER = (("grade", "protected"),)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ def check_contract(path: Path) -> None:
 def compute_digests(path: Path, spec: FixtureSpec) -> tuple[str, str]:
     """(fixture digest, workspace digest). The fixture digest covers every file and the spec."""
     spec_data = spec.model_dump(mode="json", exclude={"digest", "workspace_digest"})
+    for section, key in ADDED_LATER:  # unset, they leave digests frozen before them unchanged
+        if spec_data.get(section, {}).get(key) is None:
+            spec_data[section].pop(key, None)
     files = tree_digest(path, exclude=[MANIFEST])
     return combine(files, data_digest(spec_data)), tree_digest(path / "workspace")
 

@@ -50,6 +50,9 @@ class GradeSpec(Strict):
     memory_mb: int = Field(512, gt=16)
     pids: int = Field(128, gt=4)
     output_limit_bytes: int = Field(1_000_000, gt=0)
+    #: files reset to the fixture's own before grading (graders/protect.py); None: the
+    #: toolchain's defaults (test-runner configuration), [] for none
+    protected: Optional[list[str]] = None
 
 
 class FixtureSpec(Strict):

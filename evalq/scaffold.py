@@ -52,6 +52,10 @@ report = "{report}"
 timeout_seconds = 60
 memory_mb = {memory_mb}
 pids = {pids}
+# Files reset to this fixture's own before grading, so an agent cannot plant or edit them to
+# steer the test runner. Unset: the toolchain's defaults (for python: conftest.py, pytest.ini,
+# pyproject.toml, tox.ini, setup.cfg); a name without "/" matches at any depth.
+# protected = ["conftest.py", "pytest.ini", "Makefile"]
 '''
 
 _PROMPT = ("Add a function `clamp(value, low, high)` {where} that returns value limited to "

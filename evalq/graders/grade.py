@@ -14,6 +14,7 @@ from ..errors import SandboxError
 from ..fixtures import Fixture, materialize
 from ..overlay import apply_overlay, copy_tree
 from ..models import Criterion, GradeResult, Outcome
+from .protect import protected_patterns, reset_grader_files
 from .reports import ReportError, parse_junit, parse_tap
 from .sandbox import get_sandbox
 from .sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
@@ -31,7 +32,7 @@ GRADER_ENV = {
     "NO_COLOR": "1",
     "CI": "true",
 }
-GRADER_VERSION = "evalq-grader/1"
+GRADER_VERSION = "evalq-grader/2"  # 2: grader files reset before the hidden tests run
 
 
 def limits_for(fixture: Fixture) -> SandboxLimits:
@@ -68,7 +69,23 @@ def classify(result: ExecResult, criteria: list[Criterion] | None,
 
 def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
                      label: str = "") -> GradeResult:
-    """Overlay the hidden tests on `workdir` (already a fresh copy) and grade it."""
+    """Reset the grader's files, overlay the hidden tests on `workdir` (already a fresh copy)
+    and grade it. What had to be reset is recorded in the reason."""
+    grade = fixture.spec.grade
+    reset = reset_grader_files(workdir, fixture.workspace_dir, fixture.hidden_dir,
+                               protected_patterns(fixture.spec.toolchain, grade.protected))
+    return _noted(_run_overlaid(fixture, workdir, sandbox, label), "reset before grading", reset)
+
+
+def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
+    """Append what the grader changed in the agent's workspace to the reason, for the record."""
+    if items:
+        note = f"{heading}: " + "; ".join(items[:10])
+        result.reason = f"{result.reason}; {note}" if result.reason else note
+    return result
+
+
+def _run_overlaid(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str) -> GradeResult:
     apply_overlay(fixture.hidden_dir, workdir)
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
@@ -103,11 +120,8 @@ def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, lab
     with tempfile.TemporaryDirectory(prefix="evalq-grade-") as tmp:
         workdir = Path(tmp) / "workspace"
         dropped = fill(workdir)
-        result = run_hidden_tests(fixture, workdir, backend, label)
-        if dropped:
-            note = "dropped before grading: " + "; ".join(dropped[:10])
-            result.reason = f"{result.reason}; {note}" if result.reason else note
-        return result
+        return _noted(run_hidden_tests(fixture, workdir, backend, label),
+                      "dropped before grading", dropped)
 
 
 def grade_workspace(fixture: Fixture, workspace: Path, *, sandbox: str | Sandbox | None = None,
