@@ -117,11 +117,16 @@ def _run_overlaid(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str)
 def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, label: str,
                       ) -> GradeResult:
     backend = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
-    with tempfile.TemporaryDirectory(prefix="evalq-grade-") as tmp:
+    limits = limits_for(fixture)
+    with tempfile.TemporaryDirectory(prefix="evalq-grade-") as tmp, \
+            backend.scratch(Path(tmp), limits) as scratch:
         workdir = Path(tmp) / "workspace"
         dropped = fill(workdir)
-        return _noted(run_hidden_tests(fixture, workdir, backend, label),
-                      "dropped before grading", dropped)
+        result = run_hidden_tests(fixture, workdir, backend, label)
+        if result.outcome == Outcome.grading_failure and scratch.full():
+            result.reason = f"grader exceeded its disk limit ({limits.disk_mb} MB)"
+        result = _noted(result, "dropped before grading", dropped)
+        return _noted(result, "sandbox", [scratch.note] if scratch.note else [])
 
 
 def grade_workspace(fixture: Fixture, workspace: Path, *, sandbox: str | Sandbox | None = None,

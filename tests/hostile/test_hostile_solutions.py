@@ -302,6 +302,33 @@ def test_large_file_does_not_fill_the_host(backend, tmp_path):
     assert total < 10 * 1024 * 1024
 
 
+MANY_FILES = """
+import os
+def attack():
+    try:
+        for i in range(64):  # 512 MB in 8 MB files: each under the per-file limit
+            with open(f"fill-{i}.bin", "wb") as handle:
+                handle.write(b"\\1" * (8 * 1024 * 1024))
+    except OSError as exc:
+        print("write refused:", exc.strerror)
+        return False
+    return True
+"""
+
+
+def test_many_files_stop_at_the_total_disk_cap_in_bwrap(tmp_path):
+    """The grading directory is a tmpfs of the disk allowance (256 MB): the sum is capped too.
+
+    Memory is set high so that the disk cap, not the memory limit, is what stops the writes.
+    Docker binds a host directory and caps only each file (README, "Sandboxes").
+    """
+    graded = grade_attack(get_sandbox("bwrap"), tmp_path, MANY_FILES, memory_mb=1024)
+    # the writes stopped at the cap (the tmpfs was found full), and with the disk full the
+    # runner could not write its report either: a grading failure, named as the disk limit
+    assert graded.outcome == Outcome.grading_failure, graded
+    assert graded.reason.startswith("grader exceeded its disk limit (256 MB)"), graded.reason
+
+
 def test_no_connection_to_a_host_loopback_service(backend, tmp_path):
     listener = LoopbackListener()
     try:

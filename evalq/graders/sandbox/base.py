@@ -57,6 +57,13 @@ class Sandbox(ABC):
         """Whether this backend can run here, and if not, how to make it so."""
         return True, ""
 
+    def scratch(self, folder: Path, limits: SandboxLimits):
+        """A context in which the empty `folder` holds a grading's workspace and report;
+        yields a sandbox.scratch.Scratch (is its total size capped, and if not, why)."""
+        from .scratch import uncapped
+
+        return uncapped(folder)
+
     def sweep(self, max_age_seconds: float = 0) -> int:
         """Remove leftovers (containers, cgroups) of crashed graders; returns how many."""
         return 0

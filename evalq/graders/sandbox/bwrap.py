@@ -16,6 +16,7 @@ from ...errors import SandboxError
 from ...proc import run_bounded
 from .base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
 from .cgroups import RunCgroup, sweep_orphans
+from .scratch import size_capped
 from .seccomp import filter_fd
 
 NOBODY = 65534
@@ -79,6 +80,10 @@ class BwrapSandbox(Sandbox):
         if shutil.which("bwrap") is None:
             return False, "bubblewrap is not installed (apt-get install -y bubblewrap)"
         return True, ""
+
+    def scratch(self, folder: Path, limits: SandboxLimits):
+        """The workspace and report share a tmpfs of the disk allowance (sandbox/scratch.py)."""
+        return size_capped(folder, limits.disk_mb)
 
     def run(self, argv, *, workspace, report_dir, limits: SandboxLimits, env, image=None,
             label="") -> ExecResult:
