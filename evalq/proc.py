@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 
+#: how often a caller's should_stop (a cancelled study) is asked while the process runs
+STOP_CHECK_SECONDS = 0.25
+
+
 @dataclass
 class ProcResult:
     exit_code: Optional[int]
@@ -80,11 +84,17 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
                             subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, preexec_fn=preexec, close_fds=True,
                             pass_fds=pass_fds)
-    exceeded = threading.Event()
+    wake = threading.Event()  # the process exited, or its output passed the limit
+    exited = threading.Event()
 
     def flag_output() -> None:
         stop_reason["output"] = True
-        exceeded.set()
+        wake.set()
+
+    def wait_for_exit() -> None:  # woken at once on exit, instead of polling (bench/)
+        proc.wait()
+        exited.set()
+        wake.set()
 
     readers = [_CappedReader(proc.stdout, output_limit, flag_output),
                _CappedReader(proc.stderr, output_limit, flag_output)]
@@ -96,17 +106,19 @@ def run_bounded(argv: list[str], *, env: dict[str, str], cwd: str, timeout: floa
             proc.stdin.close()
         except BrokenPipeError:
             pass
+    threading.Thread(target=wait_for_exit, daemon=True).start()
     timed_out = False
     deadline = started + timeout
-    while proc.poll() is None:
+    check_every = STOP_CHECK_SECONDS if should_stop is not None else timeout
+    while not exited.is_set():
         now = time.monotonic()
         if now >= deadline:
             timed_out = True
             break
-        if exceeded.is_set() or (should_stop is not None and should_stop()):
+        if stop_reason["output"] or (should_stop is not None and should_stop()):
             break
-        exceeded.wait(min(0.05, deadline - now))
-    if proc.poll() is None:
+        wake.wait(min(check_every, deadline - now))
+    if not exited.is_set():
         if terminate is not None:
             terminate(proc)
         else:
