@@ -170,7 +170,14 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "track": labels.get(run.task, {}).get("track", UNTRACKED),
             "split": labels.get(run.task, {}).get("split"),
             "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
-            "cost_usd": m.get("cost_usd"),
+            "cache_read_tokens": m.get("cache_read_tokens"),
+            "cache_write_tokens": m.get("cache_write_tokens"),
+            # per request: what the provider reported, and evalq's estimate, never mixed
+            "reported_prompt_tokens_per_request": m.get("request_prompt_tokens"),
+            "estimated_context_tokens_per_request": m.get("estimated_context_tokens"),
+            "tool_calls": m.get("tool_calls"), "tool_failures": m.get("tool_failures"),
+            "stop_reason": m.get("stop_reason"),
+            "cost_usd": m.get("cost_usd"), "cost_source": m.get("cost_source"),
             "accounting_complete": None if v.counted is None else None not in (
                 m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
             "duration_seconds": m.get("duration_seconds")}

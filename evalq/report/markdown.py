@@ -209,7 +209,46 @@ def _tracks(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+RUNS_SHOWN = 200
+
+
+def _per_request(values: Any) -> str:
+    if not values:
+        return fmt.UNAVAILABLE
+    shown = ", ".join(f"{v:,}" for v in values[:8])
+    return shown + (f", … ({len(values)} requests)" if len(values) > 8 else "")
+
+
+def _runs(report: dict[str, Any]) -> list[str]:
+    """Per-run metrics (SPEC R5), with reported prompt tokens and estimated context apart."""
+    rows = report.get("trial_rows") or []
+    lines = ["## Runs", ""]
+    if len(rows) > RUNS_SHOWN:
+        return lines + [f"{len(rows):,} runs: too many to list here; every run's metrics are "
+                        "in report.json (`trial_rows`) and `evalq export`.", ""]
+    lines += ["| trial | outcome | input | output | cache read | cache write | reported prompt "
+              "tokens per request | estimated context tokens per request | tool calls "
+              "(failed) | seconds | stop reason | cost |", "|---|" + "---|" * 11]
+    for r in rows:
+        calls = fmt.count(r.get("tool_calls"))
+        if r.get("tool_failures") is not None:
+            calls += f" ({r['tool_failures']})"
+        lines.append(
+            f"| {r['trial_id']} | {r['outcome'] or 'pending'} | {fmt.count(r['input_tokens'])} "
+            f"| {fmt.count(r['output_tokens'])} | {fmt.count(r.get('cache_read_tokens'))} "
+            f"| {fmt.count(r.get('cache_write_tokens'))} "
+            f"| {_per_request(r.get('reported_prompt_tokens_per_request'))} "
+            f"| {_per_request(r.get('estimated_context_tokens_per_request'))} | {calls} "
+            f"| {fmt.number(r['duration_seconds'], 1)} | {r.get('stop_reason') or fmt.UNAVAILABLE} "
+            f"| {fmt.usd(r['cost_usd'])} |")
+    return lines + ["", "Reported prompt tokens are the provider's (input + cache read + cache "
+                    "write per request); estimated context is evalq's count of the message "
+                    "text the agent's trajectory says it sent, characters / 4, where the agent "
+                    "records it. Missing values read unavailable.", ""]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = (_header(report) + _outcomes(report) + _metrics(report) + _comparisons(report)
-             + _grid(report) + _cost(report) + _reliability(report) + _tracks(report))
+             + _grid(report) + _cost(report) + _reliability(report) + _tracks(report)
+             + _runs(report))
     return "\n".join(lines)

@@ -5,10 +5,13 @@ with its own tools, the run is graded, and the server's usage arrives in the DB 
 from __future__ import annotations
 
 import json
+import math
+
 
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.pricing import load_price_table
+from evalq.workers.agents.context import CHARS_PER_TOKEN, message_chars
 from test_agents_support import (agent_path, attempts, copy_fixture,  # noqa: F401
                                  inventory_solution, run_study, write_manifest)
 
@@ -82,6 +85,7 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
         # every request went to the scripted turns, none to the fallback
         assert all(ex.turn is not None for ex in claude_srv.exchanges + mini_srv.exchanges)
         claude_reported, mini_reported = claude_srv.reported(), mini_srv.reported()
+        mini_sent = [ex.body.get("messages") or [] for ex in mini_srv.exchanges]
 
     rows = {r["trial_id"]: r for r in attempts(home)}
     by_condition = {t["condition"]: rows[t["trial_id"]] for t in report["trial_rows"]}
@@ -114,6 +118,17 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
     assert mini["request_prompt_tokens"] == [u["input_tokens"] + u["cache_read_tokens"]
                                              for u in MINI_USAGE]
     assert mini["tool_calls"] == 2 and mini["cost_source"] == "price_table"
+    # the estimate comes from the trajectory's messages; the server saw what was really sent
+    assert mini["estimated_context_tokens"] == [
+        math.ceil(sum(message_chars(m) for m in sent) / CHARS_PER_TOKEN) for sent in mini_sent]
+    assert mini["estimated_context_tokens"] != mini["request_prompt_tokens"]
+    assert claude["estimated_context_tokens"] is None  # its stream lacks the system prompt
+    mini_row = next(t for t in report["trial_rows"] if t["condition"] == "mini")
+    assert mini_row["estimated_context_tokens_per_request"] == mini["estimated_context_tokens"]
+    assert mini_row["reported_prompt_tokens_per_request"] == mini["request_prompt_tokens"]
+    markdown = next((home / "reports").glob("*/report.md")).read_text()
+    shown = ", ".join(f"{v:,}" for v in mini["estimated_context_tokens"])
+    assert "| estimated context tokens per request |" in markdown and shown in markdown
 
     for name, reported in (("claude", claude_reported), ("mini", mini_reported)):
         tokens = report["conditions"][name]["tokens"]

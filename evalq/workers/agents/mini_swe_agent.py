@@ -14,6 +14,7 @@ from typing import Any, Optional
 from ...models import RunMetrics
 from ...proc import ProcResult
 from .base import AgentAdapter, AgentContext, AgentResult
+from .context import per_request
 from .streams import opt_int, opt_sum
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
@@ -94,6 +95,8 @@ class MiniSweAgent(AgentAdapter):
             metrics.cache_read_tokens = opt_sum(u["cache_read_tokens"] for u in usages)
             prompts = [u["prompt"] for u in usages]
             metrics.request_prompt_tokens = prompts if None not in prompts else None
+        if replies:  # the trajectory holds the messages sent: an estimate, kept apart
+            metrics.estimated_context_tokens = per_request(messages)
         actions = [a for m in replies for a in (m.get("extra") or {}).get("actions") or []]
         outputs = [m for m in messages if m.get("role") == "tool"]
         metrics.tool_calls = len(actions)
