@@ -6,6 +6,7 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
+from .graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
 from .queue import app
 
 log = logging.getLogger("evalq.tasks")

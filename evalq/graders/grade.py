@@ -17,6 +17,8 @@ from ..models import Criterion, GradeResult, Outcome
 from .protect import protected_patterns, reset_grader_files
 from .reports import ReportError, parse_junit, parse_tap
 from .sandbox import get_sandbox
+from .sandbox.owner import owned_name
+from .sandbox.scratch import DIR_PREFIX
 from .sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
 from .workspace import copy_workspace, unpack_workspace
 
@@ -118,7 +120,7 @@ def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, lab
                       ) -> GradeResult:
     backend = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
     limits = limits_for(fixture)
-    with tempfile.TemporaryDirectory(prefix="evalq-grade-") as tmp, \
+    with tempfile.TemporaryDirectory(prefix=owned_name(DIR_PREFIX)) as tmp, \
             backend.scratch(Path(tmp), limits) as scratch:
         workdir = Path(tmp) / "workspace"
         dropped = fill(workdir)

@@ -16,7 +16,7 @@ from ...errors import SandboxError
 from ...proc import run_bounded
 from .base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
 from .cgroups import RunCgroup, sweep_orphans
-from .scratch import size_capped
+from .scratch import size_capped, sweep_mounts
 from .seccomp import filter_fd
 
 NOBODY = 65534
@@ -154,4 +154,5 @@ class BwrapSandbox(Sandbox):
                           limit_hit=limit_hit, signal=result.signal, notes=notes)
 
     def sweep(self, max_age_seconds: float = 0) -> int:
-        return sweep_orphans(max_age_seconds)
+        """Orphan cgroups and grading tmpfs mounts (their grading process is gone, or too old)."""
+        return sweep_orphans(max_age_seconds) + sweep_mounts(max_age_seconds)

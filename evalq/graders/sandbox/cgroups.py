@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .owner import orphaned, owned_name
+
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "evalq-"
 
@@ -29,7 +31,7 @@ class RunCgroup:
 
     @classmethod
     def create(cls, memory_mb: int, pids: int, cpus: float = 1.0) -> "RunCgroup | None":
-        name = PREFIX + uuid.uuid4().hex[:12]
+        name = owned_name(PREFIX) + uuid.uuid4().hex[:12]
         v1_memory, v1_pids, v1_cpu = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
         period = 100_000
         try:
@@ -139,15 +141,16 @@ class RunCgroup:
 
 
 def sweep_orphans(max_age_seconds: float = 0) -> int:
-    """Kill and remove evalq cgroups left by a crashed grader."""
+    """Kill and remove evalq cgroups whose grading process is gone or that are too old."""
     removed = 0
     now = time.time()
     candidates = [d for d in ROOT.glob(f"*/{PREFIX}*")] + [d for d in ROOT.glob(f"{PREFIX}*")]
     for path in candidates:
         try:
-            if now - path.stat().st_mtime < max_age_seconds:
-                continue
+            age = now - path.stat().st_mtime
         except OSError:
+            continue
+        if not orphaned(path.name, PREFIX, age, max_age_seconds):
             continue
         group = RunCgroup(dirs=[path], version=2 if path.parent == ROOT else 1)
         group.kill_all(1.0)

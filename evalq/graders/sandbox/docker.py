@@ -31,6 +31,8 @@ SANDBOX_GID = 65534
 LABEL_SANDBOX = "evalq.sandbox"
 LABEL_LABEL = "evalq.label"
 LABEL_CREATED = "evalq.created"
+#: when the container is past any use: its wall time, the kill grace and an engine call's timeout
+LABEL_DEADLINE = "evalq.deadline"
 
 DEFAULT_IMAGE = "evalq-grader-python:local"
 START_HINT = "how to start it: scripts/ensure-docker.sh"
@@ -208,7 +210,9 @@ class DockerSandbox(Sandbox):
                     init=True,
                     hostname="sandbox",
                     labels={LABEL_SANDBOX: "1", LABEL_LABEL: label,
-                            LABEL_CREATED: str(int(time.time()))},
+                            LABEL_CREATED: str(int(time.time())),
+                            LABEL_DEADLINE: str(int(time.time() + limits.timeout_seconds
+                                                    + KILL_GRACE + 2 * API_TIMEOUT))},
                     log_config=LogConfig(type="none"),
                     stdin_open=False,
                     tty=False,
@@ -346,7 +350,7 @@ class DockerSandbox(Sandbox):
     # ---- sweep -------------------------------------------------------------------------------
 
     def sweep(self, max_age_seconds: float = 0) -> int:
-        """Remove this backend's containers created more than max_age_seconds ago."""
+        """Remove this backend's containers past their deadline or older than max_age_seconds."""
         import docker.errors
 
         now = time.time()
@@ -359,9 +363,10 @@ class DockerSandbox(Sandbox):
         for c in containers:
             try:
                 created = float(c.labels.get(LABEL_CREATED, "0"))
+                deadline = float(c.labels.get(LABEL_DEADLINE, "inf"))
             except ValueError:
-                created = 0.0
-            if now - created < max_age_seconds:
+                created, deadline = 0.0, float("inf")
+            if now - created < max_age_seconds and now <= deadline:
                 continue
             try:
                 c.remove(force=True, v=True)

@@ -12,12 +12,17 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
+SOURCE = "evalq-grade"
+#: grading directories are named with the owning process (sandbox/owner.py)
+DIR_PREFIX = "evalq-grade-"
 MS_NOSUID, MS_NODEV = 2, 4
 MNT_DETACH = 2
 FULL_BELOW_BYTES = 1024 * 1024
@@ -55,7 +60,7 @@ def size_capped(folder: Path, size_mb: int) -> Iterator[Scratch]:
         return
     options = f"size={int(size_mb)}m,mode=0711".encode()
     target = str(folder).encode()
-    if _libc().mount(b"evalq-grade", target, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+    if _libc().mount(SOURCE.encode(), target, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         why = os.strerror(ctypes.get_errno())
         yield Scratch(folder, note=f"no total disk cap (tmpfs mount failed: {why})")
         return
@@ -69,3 +74,34 @@ def size_capped(folder: Path, size_mb: int) -> Iterator[Scratch]:
 def uncapped(folder: Path) -> Iterator[Scratch]:
     """For backends that limit disk their own way (or not at all: README says which)."""
     yield Scratch(folder)
+
+
+def _capped_mounts() -> list[Path]:
+    """Mount points of grading tmpfs mounts in this mount namespace."""
+    found = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(fields) > 4 and len(tail) > 1 and tail[0] == "tmpfs" and tail[1] == SOURCE:
+                found.append(Path(fields[4].replace("\\040", " ")))
+    return found
+
+
+def sweep_mounts(max_age_seconds: float) -> int:
+    """Unmount and remove grading tmpfs mounts whose grading process is gone or too old."""
+    from .owner import orphaned
+
+    removed = 0
+    now = time.time()
+    for mount in _capped_mounts():
+        try:
+            age = now - mount.stat().st_mtime
+        except OSError:
+            age = 0.0
+        if not orphaned(mount.name, DIR_PREFIX, age, max_age_seconds):
+            continue
+        if _libc().umount2(str(mount).encode(), MNT_DETACH) == 0:
+            removed += 1
+            shutil.rmtree(mount, ignore_errors=True)
+    return removed

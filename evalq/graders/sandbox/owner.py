@@ -1,0 +1,39 @@
+"""Leftovers of a grading name the process that made them, so a sweep tells orphans from live runs.
+
+A per-run cgroup or grading directory is called `<prefix><pid>-<random>`. When the grading
+worker process that made it has died (a crash, a SIGKILL, an OOM kill), the leftover is an
+orphan and can go at once; one whose maker still runs is left alone, however old, unless it
+is older than the sweep's max age (a stuck run, or a pid reused by another process).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+
+def owned_name(prefix: str) -> str:
+    """The start of a name that records this process as its owner."""
+    return f"{prefix}{os.getpid()}-"
+
+
+def owner_of(name: str, prefix: str) -> Optional[int]:
+    match = re.match(re.escape(prefix) + r"(\d+)-", name)
+    return int(match.group(1)) if match else None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphaned(name: str, prefix: str, age_seconds: float, max_age_seconds: float) -> bool:
+    """Whether a leftover called `name` may be removed: its owner is gone, or it is too old."""
+    owner = owner_of(name, prefix)
+    return (owner is not None and not alive(owner)) or age_seconds >= max_age_seconds
