@@ -1,3 +1,3 @@
-from .cli import main
+from evalq.cli import main
 
 main()

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import InfrastructureError
+from evalq.errors import InfrastructureError
 
 
 def reference_of(data: bytes) -> str:

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import UserError
+from evalq.errors import UserError
 
 
 def tree_files(root: Path, exclude: Iterable[str] = ()) -> list[Path]:

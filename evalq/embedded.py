@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .config import Settings
-from .queue import QUEUES
+from evalq.config import Settings
+from evalq.queue import QUEUES
 
 WORKER_START_TIMEOUT = 60
 

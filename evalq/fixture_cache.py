@@ -7,10 +7,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .artifacts import ArtifactStore
-from .errors import InfrastructureError, UserError
-from .fixtures import Fixture, load_fixture
-from .graders.workspace import pack_workspace, unpack_workspace
+from evalq.artifacts import ArtifactStore
+from evalq.errors import InfrastructureError, UserError
+from evalq.fixtures import Fixture, load_fixture
+from evalq.graders.workspace import pack_workspace, unpack_workspace
 
 
 def publish_fixture(store: ArtifactStore, fixture: Fixture) -> str:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .digest import data_digest, combine, tree_digest, tree_files
-from .errors import UserError
-from .overlay import copy_tree
-from .models import FixtureSpec
-from .tomlio import load_document, validation_error
+from evalq.digest import data_digest, combine, tree_digest, tree_files
+from evalq.errors import UserError
+from evalq.overlay import copy_tree
+from evalq.models import FixtureSpec
+from evalq.tomlio import load_document, validation_error
 
 MAX_FILES = 64
 MAX_CHARACTERS = 262_144

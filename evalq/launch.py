@@ -14,15 +14,15 @@ from typing import Callable
 from sqlmodel import Session
 from sqlalchemy import update
 
-from .artifacts import open_store
-from .config import Settings, visibility_for
-from .errors import UserError
-from .fixture_cache import publish_fixture
-from .publish import batch_sender
-from .skills import publish_skills
-from .manifest import Study, freeze, verify_lock
-from .plan import plan_trials
-from .store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
+from evalq.artifacts import open_store
+from evalq.config import Settings, visibility_for
+from evalq.errors import UserError
+from evalq.fixture_cache import publish_fixture
+from evalq.publish import batch_sender
+from evalq.skills import publish_skills
+from evalq.manifest import Study, freeze, verify_lock
+from evalq.plan import plan_trials
+from evalq.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
                     save_study)
 
 
@@ -61,7 +61,7 @@ def register_study(study: Study, settings: Settings):
 
 def message_for(trial: TrialRow, attempt: int, max_claims: int,
                 visibility_timeout: int | None = None) -> dict:
-    from .ops.recovery import trial_ref
+    from evalq.ops.recovery import trial_ref
 
     message = dict(trial_ref(trial, attempt), max_claims=max_claims)
     if visibility_timeout is not None:
@@ -87,7 +87,7 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
 
 def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
     """Celery soft and hard time limits from the trial's wall budget."""
-    from .workers.runner import effective_limits
+    from evalq.workers.runner import effective_limits
 
     limits = effective_limits(study.fixture(fixture_id).spec.limits, study.manifest)
     return time_limits_for(limits.wall_seconds)
@@ -127,7 +127,7 @@ def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
 
 def make_sweeper(app, study: Study, engine, settings: Settings):
     """The launcher's periodic recovery: expired leases, lost grading messages, broker restarts."""
-    from .ops.recovery import Sweeper
+    from evalq.ops.recovery import Sweeper
 
     every = max(1.0, settings.lease_seconds / 2)
     return Sweeper(app, engine, study.id, settings.broker_url, every=every,
@@ -175,7 +175,7 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
             session.commit()
     send_run_messages(app, study, to_send)
     if resume:  # attempts stuck in grading (message lost): grade the stored artifacts again
-        from .ops.recovery import send_grading
+        from evalq.ops.recovery import send_grading
 
         by_id = {t.id: t for t in trials}
         stuck = [(by_id[r.trial_id], r) for r in latest.values()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import __version__
-from .digest import data_digest
-from .errors import UserError
-from .fixtures import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
-from .models import StudyManifest
-from .tomlio import load_document, validation_error
+from evalq import __version__
+from evalq.digest import data_digest
+from evalq.errors import UserError
+from evalq.fixtures import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
+from evalq.models import StudyManifest
+from evalq.tomlio import load_document, validation_error
 
 LOCK_SUFFIX = ".lock.json"
 
@@ -69,7 +69,7 @@ def _check_references(manifest: StudyManifest, path: Path) -> None:
                 raise UserError(f"'{getattr(hyp, side)}' is not a condition of this study",
                                 file=path, field=f"hypotheses.{i}.{side}",
                                 fix=f"use one of {', '.join(names)}")
-    from .workers.agents import validate_condition
+    from evalq.workers.agents import validate_condition
 
     for i, condition in enumerate(manifest.conditions):
         problem = validate_condition(condition)
@@ -98,8 +98,8 @@ def load_study(path: str | Path, verify_fixtures: bool = True) -> Study:
                                 fix="list each fixture once")
             seen[fixture.id] = folder
             fixtures.append(fixture)
-    from .skills import resolve_skill
-    from .tracks import check_tracks
+    from evalq.skills import resolve_skill
+    from evalq.tracks import check_tracks
 
     check_tracks(manifest, fixtures, path)
     skills = {c.name: resolve_skill(c.skill, path, i)
@@ -119,7 +119,7 @@ def build_lock(study: Study) -> dict:
         "repetitions": study.manifest.repetitions,
     }
     if study.skills:
-        from .skills import skill_digests
+        from evalq.skills import skill_digests
 
         body["skills"] = skill_digests(study.skills)
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .digest import tree_files
-from .errors import UserError
+from evalq.digest import tree_files
+from evalq.errors import UserError
 
 DELETE_LIST = ".evalq-delete"
 

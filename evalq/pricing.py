@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .models import RunMetrics
+from evalq.models import RunMetrics
 
 DEFAULT_TABLE = Path(__file__).parent / "data" / "prices-2025-11.toml"
 KINDS = ("input", "output", "cache_read", "cache_write")

@@ -11,7 +11,7 @@ from kombu import Exchange, Queue
 
 from celery import Celery
 
-from .config import Settings, load_settings
+from evalq.config import Settings, load_settings
 
 QUEUES = ("agents", "grading", "results")
 ROUTES = {
@@ -77,4 +77,4 @@ def configure(app: Celery, settings: Settings | None = None) -> Celery:
 
 app = configure(Celery("evalq"))
 
-from . import tasks  # noqa: E402,F401  (registers the tasks on `app`)
+from evalq import tasks  # noqa: E402,F401  (registers the tasks on `app`)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 
-from .config import load_settings
-from .store import init_db, record_attempt
+from evalq.config import load_settings
+from evalq.store import init_db, record_attempt
 
 log = logging.getLogger("evalq.results")
 

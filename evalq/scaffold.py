@@ -12,8 +12,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from .errors import UserError
-from .fixtures import MANIFEST, Fixture, freeze_fixture
+from evalq.errors import UserError
+from evalq.fixtures import MANIFEST, Fixture, freeze_fixture
 
 TOOLCHAINS = ("python", "node", "make")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

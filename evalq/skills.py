@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .artifacts import ArtifactStore
-from .digest import tree_digest
-from .errors import UserError
-from .graders.workspace import pack_workspace, unpack_workspace
+from evalq.artifacts import ArtifactStore
+from evalq.digest import tree_digest
+from evalq.errors import UserError
+from evalq.graders.workspace import pack_workspace, unpack_workspace
 
 
 def resolve_skill(skill: str, manifest_path: Path, index: int) -> Path:
@@ -43,7 +43,7 @@ def install_published_skill(store: ArtifactStore, entry: dict[str, str], into: P
     target = into / entry["name"]
     unpack_workspace(store.get(entry["ref"]), target)
     if tree_digest(target) != entry["digest"]:
-        from .errors import InfrastructureError
+        from evalq.errors import InfrastructureError
 
         raise InfrastructureError(f"skill {entry['name']} does not match its digest")
     return target

@@ -17,8 +17,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from .bulk import insert_missing
-from .errors import UserError
+from evalq.bulk import insert_missing
+from evalq.errors import UserError
 
 
 class StudyRow(SQLModel, table=True):

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .digest import data_digest
-from .errors import UserError
-from .fixtures import MANIFEST, Fixture, freeze_fixture, load_fixture
+from evalq.digest import data_digest
+from evalq.errors import UserError
+from evalq.fixtures import MANIFEST, Fixture, freeze_fixture, load_fixture
 
 LOCK_NAME = "suite.lock.json"
 DEFAULT_SUITE_ID = "evalq-core"
@@ -323,7 +323,7 @@ def self_check(path: str | Path, *, sandbox: str | None = None,
     beside it) and grade its untouched workspace and both reference solutions."""
     import tempfile
 
-    from .graders.grade import grade_workspace, prepare_reference
+    from evalq.graders.grade import grade_workspace, prepare_reference
 
     path = Path(path).resolve()
     check = SelfCheck(path=path, fixture=path.name)

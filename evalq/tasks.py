@@ -6,8 +6,8 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
-from .graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
-from .queue import app
+from evalq.graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
+from evalq.queue import app
 
 log = logging.getLogger("evalq.tasks")
 
@@ -15,7 +15,7 @@ log = logging.getLogger("evalq.tasks")
 @app.task(name="evalq.run_trial", bind=True)
 def run_trial(self, ref: dict) -> str:
     """Agents queue: claim the attempt, run the agent in a fresh profile, hand off to grading."""
-    from .workers.runner import run_trial_message
+    from evalq.workers.runner import run_trial_message
 
     return run_trial_message(ref, hostname=self.request.hostname or "")
 
@@ -23,7 +23,7 @@ def run_trial(self, ref: dict) -> str:
 @app.task(name="evalq.grade_trial", bind=True)
 def grade_trial(self, payload: dict) -> str:
     """Grading queue: hidden tests over the stored final workspace, in the sandbox."""
-    from .graders.service import grade_message
+    from evalq.graders.service import grade_message
 
     return grade_message(payload, hostname=self.request.hostname or "")
 
@@ -32,6 +32,6 @@ def grade_trial(self, payload: dict) -> str:
           retry_backoff_max=10, retry_jitter=False, max_retries=60)
 def record_result(payload: dict) -> str:
     """Results queue: the only writer of outcomes (an idempotent upsert)."""
-    from .results import record_message
+    from evalq.results import record_message
 
     return record_message(payload)

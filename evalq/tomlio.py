@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .errors import UserError
+from evalq.errors import UserError
 
 
 def load_document(path: Path) -> dict[str, Any]:

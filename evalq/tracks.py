@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
+from evalq.errors import UserError
 
 TRACKS = ("free-selection", "directed-integration", "upgrade")
 
@@ -59,7 +59,7 @@ def task_labels(study_row) -> dict[str, dict]:
                        "suitable": v.get("suitable", True)} for task, v in recorded.items()}
     path = study_row.manifest_path
     if path and Path(path).is_file():
-        from .manifest import load_study
+        from evalq.manifest import load_study
 
         try:
             return labels_from_fixtures(load_study(path, verify_fixtures=False).fixtures)

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..store import StudyRow
-from .runs import RATER_FIELDS, Run
+from evalq.store import StudyRow
+from evalq.analysis.runs import RATER_FIELDS, Run
 
 REDACTED = "[redacted]"
 #: Workflow markers seen in agent reports regardless of the study's own names.

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .. import stats
-from ..stats.bootstrap import DEFAULT_RESAMPLES
-from .metrics import METRICS, MISSING_REASON, task_values
-from .runs import Run
+from evalq import stats
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES
+from evalq.analysis.metrics import METRICS, MISSING_REASON, task_values
+from evalq.analysis.runs import Run
 
 
 @dataclass(frozen=True)

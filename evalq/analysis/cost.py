@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import stats
-from .runs import Run
+from evalq import stats
+from evalq.analysis.runs import Run
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store import StudyRow
-from .runs import RATER_FIELDS, Run
+from evalq.store import StudyRow
+from evalq.analysis.runs import RATER_FIELDS, Run
 
 
 def _condition(study: StudyRow, name: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import UserError
+from evalq.errors import UserError
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -50,7 +50,7 @@ def require(row: dict, key: str, kinds: tuple[type, ...], path: Path, number: in
 
 def write_jsonl(rows, path: str | Path) -> int:
     """Write rows atomically; returns how many."""
-    from ..report.write import write_atomic
+    from evalq.report.write import write_atomic
 
     rows = list(rows)
     write_atomic(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))

@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .. import stats
-from ..stats.bootstrap import DEFAULT_RESAMPLES
-from .runs import Run, by_task
+from evalq import stats
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES
+from evalq.analysis.runs import Run, by_task
 
 METRICS = ("success_rate", "tpr", "rp_at_k", "pass_at_k", "pass_hat_k", "rfr", "cpr", "nrr")
 LABELS = {"success_rate": "success rate", "tpr": "TPR", "rp_at_k": "RP@k",

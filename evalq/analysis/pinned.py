@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..digest import data_digest
-from ..store import StudyRow
-from .runs import IMPORTED, Run
+from evalq.digest import data_digest
+from evalq.store import StudyRow
+from evalq.analysis.runs import IMPORTED, Run
 
 #: Runner-environment keys that must match; host names and agent version maps may vary.
 ENV_KEYS = ("os", "machine", "python", "evalq")

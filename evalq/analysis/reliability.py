@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
-from .. import stats
-from .runs import RATER_FIELDS, Run
+from evalq import stats
+from evalq.analysis.runs import RATER_FIELDS, Run
 
 
 def _items(runs: list[Run], outcome: str) -> list[dict[str, Optional[bool]]]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..report.attempts import TrialView, trial_views
-from ..store import AttemptRow, StudyRow, TrialRow, load_study, records
+from evalq.report.attempts import TrialView, trial_views
+from evalq.store import AttemptRow, StudyRow, TrialRow, load_study, records
 
 #: The six binary fields of seed 003 that raters score.
 RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..digest import data_digest
-from ..errors import UserError
-from ..store import AttemptRow, StudyRow, TrialRow, init_db, record_attempt, save_study
-from .jsonl import read_jsonl, require
-from .runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
+from evalq.digest import data_digest
+from evalq.errors import UserError
+from evalq.store import AttemptRow, StudyRow, TrialRow, init_db, record_attempt, save_study
+from evalq.analysis.jsonl import read_jsonl, require
+from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
 
 REQUIRED = ("task_id", "condition", "run_id", "run_order", "env", "artifact_path",
             "blinded_artifact_path", *RATER_FIELDS, "cycle_time_seconds", "adjudicated",

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UserError
-from ..stats.bootstrap import DEFAULT_RESAMPLES
-from .compare import Pair, compare_pairs
-from .metrics import condition_metrics
-from .pinned import describe, incompatible_fields, pinned_inputs
-from .runs import condition_names, study_runs
+from evalq.errors import UserError
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES
+from evalq.analysis.compare import Pair, compare_pairs
+from evalq.analysis.metrics import condition_metrics
+from evalq.analysis.pinned import describe, incompatible_fields, pinned_inputs
+from evalq.analysis.runs import condition_names, study_runs
 
 COMMIT_COMPARISON = "commit-comparison"
 

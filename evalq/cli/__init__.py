@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .errors import shown_as_one_line
+from evalq.cli.errors import shown_as_one_line
 
 
 class EvalqGroup(click.Group):
@@ -20,24 +20,24 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import ops_cmd, run_cmd, study_cmd
+    from evalq.cli import ops_cmd, run_cmd, study_cmd
 
     main.add_command(study_cmd.study)
-    from .agents_cmd import agents
+    from evalq.cli.agents_cmd import agents
 
     main.add_command(agents)
-    from .plan_cmd import plan
+    from evalq.cli.plan_cmd import plan
 
     main.add_command(plan)
     for command in (run_cmd.run, run_cmd.worker, run_cmd.report, ops_cmd.status,
                     ops_cmd.resubmit, ops_cmd.regrade, ops_cmd.cancel, ops_cmd.flower):
         main.add_command(command)
-    from .analysis_cmd import COMMANDS as analysis_commands
+    from evalq.cli.analysis_cmd import COMMANDS as analysis_commands
 
     for command in analysis_commands:
         main.add_command(command)
     try:
-        from .fixtures_cmd import fixtures, grade
+        from evalq.cli.fixtures_cmd import fixtures, grade
     except ImportError:
         return
     main.add_command(fixtures)

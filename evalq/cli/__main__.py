@@ -1,3 +1,3 @@
-from . import main
+from evalq.cli import main
 
 main()

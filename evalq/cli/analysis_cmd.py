@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import UserError
-from .common import engine_and_settings, study_id_of
+from evalq.errors import UserError
+from evalq.cli.common import engine_and_settings, study_id_of
 
 
 @click.command()
@@ -21,10 +21,10 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
 
     Refuses, naming the differing field, when their pinned inputs differ.
     """
-    from ..analysis.metrics import LABELS
-    from ..analysis.studies import compare_studies
-    from ..report import fmt
-    from ..report.write import write_atomic
+    from evalq.analysis.metrics import LABELS
+    from evalq.analysis.studies import compare_studies
+    from evalq.report import fmt
+    from evalq.report.write import write_atomic
 
     engine, _ = engine_and_settings()
     result = compare_studies(engine, baseline, candidate)
@@ -58,7 +58,7 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
             mode: str, baseline: str | None, candidate: str | None,
             suite_id: str | None) -> None:
     """Import a seed-003 results.jsonl as a study in the results database."""
-    from ..analysis.seed003 import import_results
+    from evalq.analysis.seed003 import import_results
 
     _, settings = engine_and_settings()
     summary = import_results(settings.database_url, results, study_id, raters_path=raters,
@@ -75,9 +75,9 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 @click.option("--out", type=click.Path(file_okay=False), required=True)
 def blind(study: str, out: str) -> None:
     """Write blinded rater packets (condition labels stripped) and, apart, their key."""
-    from ..analysis.blind import write_packets
-    from ..analysis.runs import study_runs
-    from ..artifacts import open_store
+    from evalq.analysis.blind import write_packets
+    from evalq.analysis.runs import study_runs
+    from evalq.artifacts import open_store
 
     engine, settings = engine_and_settings()
     store = open_store(settings.artifacts_url)
@@ -98,9 +98,9 @@ def blind(study: str, out: str) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""
-    from ..analysis.export import seed002_row, seed003_row
-    from ..analysis.jsonl import write_jsonl
-    from ..analysis.runs import study_runs
+    from evalq.analysis.export import seed002_row, seed003_row
+    from evalq.analysis.jsonl import write_jsonl
+    from evalq.analysis.runs import study_runs
 
     engine, _ = engine_and_settings()
     row, runs = study_runs(engine, study_id_of(study))

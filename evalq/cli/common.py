@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Settings, load_settings
-from ..store import init_db
+from evalq.config import Settings, load_settings
+from evalq.store import init_db
 
 
 def study_id_of(argument: str) -> str:
     """A study argument is a manifest path or a study id already in the database."""
     path = Path(argument)
     if path.is_file():
-        from ..manifest import load_study
+        from evalq.manifest import load_study
 
         return load_study(path, verify_fixtures=False).id
     return argument

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import click
 
-from ..errors import EvalqError, UserError
+from evalq.errors import EvalqError, UserError
 
 
 @contextmanager

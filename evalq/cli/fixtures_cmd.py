@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from ..errors import UserError
-from .errors import shown_as_one_line
-from ..fixtures import freeze_fixture, load_fixture
-from ..scaffold import TOOLCHAINS, create_fixture
-from ..suite import (LOCK_NAME, SelfCheck, default_suite_dir, enclosing_lock, find_fixtures,
+from evalq.errors import UserError
+from evalq.cli.errors import shown_as_one_line
+from evalq.fixtures import freeze_fixture, load_fixture
+from evalq.scaffold import TOOLCHAINS, create_fixture
+from evalq.suite import (LOCK_NAME, SelfCheck, default_suite_dir, enclosing_lock, find_fixtures,
                      freeze_suite, is_fixture_dir, load_suite, lock_fixture, lock_problems,
                      read_lock, self_check)
 
@@ -201,7 +201,7 @@ def grade(fixture: str, workspace: str, as_json: bool, sandbox: str | None) -> N
     outcome and every hidden check. Exit status: 0 correct, 1 incorrect or timed out,
     3 grading or infrastructure failure.
     """
-    from ..graders.grade import grade_workspace
+    from evalq.graders.grade import grade_workspace
 
     loaded = _resolve_fixture(fixture)
     result = grade_workspace(loaded, Path(workspace), sandbox=sandbox,

@@ -9,12 +9,12 @@ import time
 
 import click
 
-from ..errors import UserError
-from .common import engine_and_settings, study_id_of
+from evalq.errors import UserError
+from evalq.cli.common import engine_and_settings, study_id_of
 
 
 def _app(settings):
-    from ..queue import app, configure
+    from evalq.queue import app, configure
 
     return configure(app, settings)
 
@@ -22,7 +22,7 @@ def _app(settings):
 def _attempt_progress(engine, study_id: str, keys: dict[tuple[str, int], int]):
     """(settled, total) over the attempts in `keys`: settled once their regrade count passes the
     recorded one (regrade) or they have an outcome (new attempts, recorded as -1)."""
-    from ..store import attempts_of
+    from evalq.store import attempts_of
 
     def count() -> tuple[int, int]:
         rows = {(a.trial_id, a.attempt): a for a in attempts_of(engine, study_id)}
@@ -42,8 +42,8 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
     """With no broker, run local workers until the sent attempts settle, then rewrite the report."""
     if not settings.embedded or not keys:
         return
-    from ..embedded import LocalWorkers, wait_for_study
-    from .run_cmd import _progress, write_study_report
+    from evalq.embedded import LocalWorkers, wait_for_study
+    from evalq.cli.run_cmd import _progress, write_study_report
 
     workers = LocalWorkers.start(settings)
     try:
@@ -61,7 +61,7 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
 @click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws.")
 def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     """Planned trials by state, outcome and worker host, from the database (they add up)."""
-    from ..ops.status import render, study_status
+    from evalq.ops.status import render, study_status
 
     engine, _ = engine_and_settings()
     study_id = study_id_of(study)
@@ -87,9 +87,9 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
               help="Resubmit trials whose latest attempt ended so.")
 def resubmit(study: str, outcome: str) -> None:
     """Enqueue new attempts for failed trials; every earlier attempt stays a row (SPEC D3)."""
-    from ..ops.actions import resubmit as do_resubmit
+    from evalq.ops.actions import resubmit as do_resubmit
 
-    from ..store import attempts_of
+    from evalq.store import attempts_of
 
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)
@@ -108,9 +108,9 @@ def resubmit(study: str, outcome: str) -> None:
               type=click.Choice(["grading_failure", "correct", "incorrect"]))
 def regrade(study: str, outcome: str) -> None:
     """Grade stored final workspaces again without re-running the agent."""
-    from ..ops.actions import regrade as do_regrade
+    from evalq.ops.actions import regrade as do_regrade
 
-    from ..store import attempts_of
+    from evalq.store import attempts_of
 
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)
@@ -126,7 +126,7 @@ def regrade(study: str, outcome: str) -> None:
 @click.argument("study")
 def cancel(study: str) -> None:
     """Revoke queued attempts and stop running ones; finished attempts are kept."""
-    from ..ops.actions import cancel as do_cancel
+    from evalq.ops.actions import cancel as do_cancel
 
     engine, _ = engine_and_settings()
     summary = do_cancel(engine, study_id_of(study))
@@ -143,7 +143,7 @@ def cancel(study: str) -> None:
 def flower(port: int, address: str, unauthenticated_api: bool,
            flower_args: tuple[str, ...]) -> None:
     """Flower against evalq's broker: the three queues and every worker (celery flower)."""
-    from ..config import load_settings
+    from evalq.config import load_settings
 
     settings = load_settings()
     if settings.embedded:

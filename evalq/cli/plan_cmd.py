@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..errors import UserError
+from evalq.errors import UserError
 
 
 def _counts(text: str | None, flag: str) -> list[int] | None:
@@ -42,10 +42,10 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
          workers: int | None, tasks: str | None, reps: str | None, simulations: int, seed: int,
          baseline: str | None, candidate: str | None, as_json: bool, write_lock: bool) -> None:
     """Simulate power and CI width over a grid of designs from a pilot, and forecast cost and time."""
-    from ..manifest import load_study
-    from ..planning import PlanTarget, load_pilot, make_plan, write_planning
-    from ..planning.render import plan_text
-    from .common import engine_and_settings, study_id_of
+    from evalq.manifest import load_study
+    from evalq.planning import PlanTarget, load_pilot, make_plan, write_planning
+    from evalq.planning.render import plan_text
+    from evalq.cli.common import engine_and_settings, study_id_of
 
     if workers is not None and workers < 1:
         raise UserError(f"--workers {workers} must be at least 1", field="--workers",

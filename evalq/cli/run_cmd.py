@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from ..config import load_settings
-from ..errors import UserError
-from ..report import compute_report, write_reports
-from .common import engine_and_settings, report_dir, study_id_of
+from evalq.config import load_settings
+from evalq.errors import UserError
+from evalq.report import compute_report, write_reports
+from evalq.cli.common import engine_and_settings, report_dir, study_id_of
 
 
 def _progress(finished: int, planned: int) -> None:
@@ -27,8 +27,8 @@ def _progress(finished: int, planned: int) -> None:
 
 
 def _finished_counter(engine, study_id):
-    from ..report.attempts import trial_views
-    from ..store import attempts_of, trials_of
+    from evalq.report.attempts import trial_views
+    from evalq.store import attempts_of, trials_of
 
     def count() -> tuple[int, int]:
         views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
@@ -57,15 +57,15 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
     """
-    from ..embedded import LocalWorkers, wait_for_study
-    from ..launch import make_sweeper, register_study, send_trials, settings_for_study
-    from ..manifest import load_study
-    from ..queue import app, configure
+    from evalq.embedded import LocalWorkers, wait_for_study
+    from evalq.launch import make_sweeper, register_study, send_trials, settings_for_study
+    from evalq.manifest import load_study
+    from evalq.queue import app, configure
 
     settings = load_settings()
     study = load_study(manifest)
     if not resume:
-        from ..planning.gate import check_launch
+        from evalq.planning.gate import check_launch
 
         check_launch(study, yes=yes, workers=concurrency if settings.embedded else None,
                      echo=lambda line: click.echo(line, err=True),
@@ -106,7 +106,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
 
 def _cancelled_and_quiet(engine, study_id: str):
     """True once the study is cancelled and none of its agents is still running."""
-    from ..store import count_by, is_cancelled
+    from evalq.store import count_by, is_cancelled
 
     return lambda: is_cancelled(engine, study_id) and count_by(engine, study_id).get(
         "running", 0) == 0
@@ -120,7 +120,7 @@ def _cancelled_and_quiet(engine, study_id: str):
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
     """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
-    from ..queue import QUEUES, app
+    from evalq.queue import QUEUES, app
 
     settings = load_settings()
     wanted = [q.strip() for q in queues.split(",") if q.strip()]
@@ -150,7 +150,7 @@ def report(study: str, fmt: str, out: str | None) -> None:
     study_id = study_id_of(study)
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
-        from ..report.write import RENDERERS, write_atomic
+        from evalq.report.write import RENDERERS, write_atomic
 
         write_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
         click.echo(f"report: {out}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..manifest import freeze, load_study, verify_lock
+from evalq.manifest import freeze, load_study, verify_lock
 
 
 @click.group()

@@ -10,17 +10,17 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..errors import SandboxError
-from ..fixtures import Fixture, materialize
-from ..overlay import apply_overlay, copy_tree
-from ..models import Criterion, GradeResult, Outcome
-from .protect import protected_patterns, reset_grader_files
-from .reports import ReportError, parse_junit, parse_tap
-from .sandbox import get_sandbox
-from .sandbox.owner import owned_name
-from .sandbox.scratch import DIR_PREFIX
-from .sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
-from .workspace import copy_workspace, unpack_workspace
+from evalq.errors import SandboxError
+from evalq.fixtures import Fixture, materialize
+from evalq.overlay import apply_overlay, copy_tree
+from evalq.models import Criterion, GradeResult, Outcome
+from evalq.graders.protect import protected_patterns, reset_grader_files
+from evalq.graders.reports import ReportError, parse_junit, parse_tap
+from evalq.graders.sandbox import get_sandbox
+from evalq.graders.sandbox.owner import owned_name
+from evalq.graders.sandbox.scratch import DIR_PREFIX
+from evalq.graders.sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
+from evalq.graders.workspace import copy_workspace, unpack_workspace
 
 #: The whole environment a grader sees: nothing of the worker's environment passes through.
 GRADER_ENV = {

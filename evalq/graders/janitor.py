@@ -54,7 +54,7 @@ def _on_worker_ready(sender=None, **_kwargs) -> None:
     queues = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None)
     if not queues or "grading" not in queues:
         return
-    from ..config import load_settings
-    from .sandbox import get_sandbox
+    from evalq.config import load_settings
+    from evalq.graders.sandbox import get_sandbox
 
     start(get_sandbox(load_settings().sandbox))

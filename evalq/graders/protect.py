@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
-from ..digest import tree_files
+from evalq.digest import tree_files
 
 #: Files that configure the test runner, per toolchain, when a fixture names none.
 DEFAULT_PROTECTED: dict[str, tuple[str, ...]] = {

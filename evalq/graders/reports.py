@@ -12,7 +12,7 @@ from pathlib import Path
 from defusedxml import ElementTree
 from defusedxml.common import DefusedXmlException
 
-from ..models import Criterion
+from evalq.models import Criterion
 
 MAX_REPORT_BYTES = 5_000_000
 EVIDENCE_CHARS = 600

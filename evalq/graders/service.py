@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 import time
 
-from ..artifacts import open_store
-from ..config import Settings, load_settings
-from ..errors import EvalqError
-from ..fixture_cache import cached_fixture
-from .grade import GRADER_VERSION, grade_archive
+from evalq.artifacts import open_store
+from evalq.config import Settings, load_settings
+from evalq.errors import EvalqError
+from evalq.fixture_cache import cached_fixture
+from evalq.graders.grade import GRADER_VERSION, grade_archive
 
 log = logging.getLogger("evalq.grading")
 
 
 def grade_message(payload: dict, hostname: str = "", settings: Settings | None = None) -> str:
     settings = settings or load_settings()
-    from ..queue import app
+    from evalq.queue import app
 
     started = time.time()
     try:

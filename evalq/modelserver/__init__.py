@@ -4,7 +4,7 @@ It replays a scripted conversation, reporting exactly the usage numbers the scri
 test can check that what an agent reports and evalq stores match what the "provider" billed.
 """
 
-from .script import Script, Turn, load_script
-from .server import ModelServer
+from evalq.modelserver.script import Script, Turn, load_script
+from evalq.modelserver.server import ModelServer
 
 __all__ = ["ModelServer", "Script", "Turn", "load_script"]

@@ -7,8 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from .script import load_script
-from .server import ModelServer
+from evalq.modelserver.script import load_script
+from evalq.modelserver.server import ModelServer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
-from .script import USAGE_KEYS, Script, ToolCall, Turn
-from .wire import (anthropic_message, anthropic_stream, openai_completion, openai_stream)
+from evalq.modelserver.script import USAGE_KEYS, Script, ToolCall, Turn
+from evalq.modelserver.wire import (anthropic_message, anthropic_stream, openai_completion, openai_stream)
 
 #: Where agents say their working directory; `{cwd}` in scripted tool arguments becomes it.
 CWD_PATTERNS = (re.compile(r"[Ww]orking directory: (/[^\s<\"'\\]+)"),

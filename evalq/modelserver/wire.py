@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any, Iterator
 
-from .script import Turn
+from evalq.modelserver.script import Turn
 
 
 def _id(prefix: str) -> str:

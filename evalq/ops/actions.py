@@ -12,15 +12,15 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, select
 
-from ..artifacts import open_store
-from ..config import Settings
-from ..errors import UserError
-from ..fixture_cache import cached_fixture
-from ..models import StudyManifest
-from ..store import (AttemptRow, TrialRow, create_attempts, latest_attempts, load_study,
+from evalq.artifacts import open_store
+from evalq.config import Settings
+from evalq.errors import UserError
+from evalq.fixture_cache import cached_fixture
+from evalq.models import StudyManifest
+from evalq.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, load_study,
                      set_cancelled)
-from ..launch import publish_run_messages, time_limits_for
-from .recovery import grading_payload
+from evalq.launch import publish_run_messages, time_limits_for
+from evalq.ops.recovery import grading_payload
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
 REGRADABLE = ("grading_failure", "correct", "incorrect")
@@ -40,7 +40,7 @@ def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow
 
     The fixture comes from the artifact store: the manifest's folder may not be on this machine.
     """
-    from ..workers.runner import effective_limits
+    from evalq.workers.runner import effective_limits
 
     fixture = cached_fixture(open_store(settings.artifacts_url),
                              settings.home / "cache" / "fixtures", trial.fixture_ref,

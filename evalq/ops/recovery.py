@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any, Optional
 
-from ..store import AttemptRow, TrialRow, latest_attempts
+from evalq.store import AttemptRow, TrialRow, latest_attempts
 
 log = logging.getLogger("evalq.recovery")
 

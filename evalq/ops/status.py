@@ -12,10 +12,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ..models import OUTCOMES
-from ..report.attempts import trial_views
-from ..store import attempts_of, load_study, trials_of
-from .environments import describe, study_environment_flag
+from evalq.models import OUTCOMES
+from evalq.report.attempts import trial_views
+from evalq.store import attempts_of, load_study, trials_of
+from evalq.ops.environments import describe, study_environment_flag
 
 PENDING_STATES = ("unsent", "queued", "running", "grading", "cancelled")
 NO_HOST = "(no worker yet)"

@@ -1,13 +1,13 @@
 """Planning a study from a pilot: power and precision by simulation, cost and time forecast, lock record."""
 
-from .estimate import PairEstimates, pair_estimates
-from .forecast import RunDistributions, forecast, forecast_lines, run_distributions
-from .gate import check_launch, confirm_threshold, launch_forecast
-from .lock import planning_section, read_planning, write_planning
-from .pilot import Pilot, PilotRun, load_pilot, pilot_from_rows, pilot_from_views
-from .simulate import (DesignResult, pilot_sampler, power_grid, sign_flip_pvalues, simulate_design,
+from evalq.planning.estimate import PairEstimates, pair_estimates
+from evalq.planning.forecast import RunDistributions, forecast, forecast_lines, run_distributions
+from evalq.planning.gate import check_launch, confirm_threshold, launch_forecast
+from evalq.planning.lock import planning_section, read_planning, write_planning
+from evalq.planning.pilot import Pilot, PilotRun, load_pilot, pilot_from_rows, pilot_from_views
+from evalq.planning.simulate import (DesignResult, pilot_sampler, power_grid, sign_flip_pvalues, simulate_design,
                        smallest_design)
-from .study_plan import PlanTarget, make_plan
+from evalq.planning.study_plan import PlanTarget, make_plan
 
 __all__ = [
     "DesignResult", "PairEstimates", "Pilot", "PilotRun", "PlanTarget", "RunDistributions",

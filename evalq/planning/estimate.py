@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..stats import mean_of_defined, task_rates, valid_runs
-from .pilot import Pilot
+from evalq.stats import mean_of_defined, task_rates, valid_runs
+from evalq.planning.pilot import Pilot
 
 
 @dataclass(frozen=True)

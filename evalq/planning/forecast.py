@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .pilot import Pilot
+from evalq.planning.pilot import Pilot
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ..errors import UserError
-from .forecast import RunDistributions, forecast, forecast_lines
-from .lock import read_planning
+from evalq.errors import UserError
+from evalq.planning.forecast import RunDistributions, forecast, forecast_lines
+from evalq.planning.lock import read_planning
 
 THRESHOLD_ENV = "EVALQ_CONFIRM_ABOVE"
 DEFAULT_THRESHOLD = 200

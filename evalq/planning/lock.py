@@ -13,8 +13,8 @@ import json
 import time
 from typing import Any, Optional
 
-from .. import __version__
-from ..digest import data_digest
+from evalq import __version__
+from evalq.digest import data_digest
 
 SECTION = "planning"
 _KEPT = ("schema", "pilot", "comparison", "target", "estimates", "simulation", "current_design",
@@ -34,7 +34,7 @@ def write_planning(study: Any, plan: dict[str, Any]) -> tuple[dict[str, Any], An
 
     Returns the lock and its path; ``lock_digest`` is unchanged by this.
     """
-    from ..manifest import freeze, verify_lock
+    from evalq.manifest import freeze, verify_lock
 
     lock = verify_lock(study) or freeze(study)
     lock = dict(lock, **{SECTION: planning_section(plan)})

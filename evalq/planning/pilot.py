@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from ..digest import data_digest
+from evalq.digest import data_digest
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,8 @@ def pilot_from_rows(study_id: str, rows: Sequence[dict[str, Any]]) -> Pilot:
 
 def load_pilot(engine: Any, study_id: str) -> Pilot:
     """Read a finished (or imported) study from the results database as a pilot."""
-    from ..report.attempts import trial_views
-    from ..store import attempts_of, load_study, trials_of
+    from evalq.report.attempts import trial_views
+    from evalq.store import attempts_of, load_study, trials_of
 
     row = load_study(engine, study_id)
     views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))

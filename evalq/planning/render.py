@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .forecast import forecast_lines
+from evalq.planning.forecast import forecast_lines
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

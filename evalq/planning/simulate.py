@@ -17,8 +17,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import UserError
-from .pilot import Pilot
+from evalq.errors import UserError
+from evalq.planning.pilot import Pilot
 
 EXACT_MAX_TASKS = 12  # 4,096 sign vectors: enumerate all of them, like the report's exact test
 DEFAULT_SIMULATIONS = 1000
@@ -53,7 +53,7 @@ class PilotSampler:
 
 def pilot_sampler(pilot: Pilot, baseline: str, candidate: str) -> PilotSampler:
     """Tasks with at least one valid run in both arms; refuses a pilot with none."""
-    from ..stats import task_rates
+    from evalq.stats import task_rates
 
     base = task_rates(pilot.outcomes(baseline))
     cand = task_rates(pilot.outcomes(candidate))

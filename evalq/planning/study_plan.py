@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import UserError
-from ..stats import power_warning
-from .estimate import pair_estimates
-from .forecast import forecast, run_distributions
-from .pilot import Pilot
-from .simulate import (DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SIMULATIONS, pilot_sampler,
+from evalq.errors import UserError
+from evalq.stats import power_warning
+from evalq.planning.estimate import pair_estimates
+from evalq.planning.forecast import forecast, run_distributions
+from evalq.planning.pilot import Pilot
+from evalq.planning.simulate import (DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SIMULATIONS, pilot_sampler,
                        power_grid, smallest_design)
 
 SCHEMA = "evalq.plan/1"

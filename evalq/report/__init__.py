@@ -11,13 +11,13 @@ from typing import Any
 
 
 def compute_report(engine, study_id: str, **options: Any) -> dict[str, Any]:
-    from .compute import compute_report as compute
+    from evalq.report.compute import compute_report as compute
 
     return compute(engine, study_id, **options)
 
 
 def write_reports(report: dict[str, Any], out_dir, formats=("json", "md")):
-    from .write import write_reports as write
+    from evalq.report.write import write_reports as write
 
     return write(report, out_dir, formats)
 

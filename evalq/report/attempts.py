@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from ..models import VALID_OUTCOMES, Outcome
-from ..store import AttemptRow
+from evalq.models import VALID_OUTCOMES, Outcome
+from evalq.store import AttemptRow
 
 VALID = {o.value for o in VALID_OUTCOMES}
 

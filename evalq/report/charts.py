@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Optional
 
-from ..models import OUTCOMES
+from evalq.models import OUTCOMES
 
 COLORS = {"correct": "#2e7d32", "incorrect": "#c62828", "timed_out": "#ef6c00",
           "grading_failure": "#6a1b9a", "infrastructure_failure": "#546e7a"}

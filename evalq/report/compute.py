@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .. import __version__
-from ..analysis.compare import Pair, compare_pairs
-from ..analysis.cost import condition_cost, condition_tokens, skill_activation
-from ..analysis.metrics import METRIC_OUTCOMES, condition_metrics, task_values
-from ..analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
-from ..analysis.reliability import reliability as reliability_block
-from ..analysis.runs import IMPORTED, Run, condition_names, study_runs
-from ..models import OUTCOMES
-from ..ops.environments import study_environment_flag
-from ..stats import ci_half_width, power_warning
-from ..stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
-from ..tracks import UNTRACKED, group_by_track, task_labels
-from .attempts import VALID, TrialView
+from evalq import __version__
+from evalq.analysis.compare import Pair, compare_pairs
+from evalq.analysis.cost import condition_cost, condition_tokens, skill_activation
+from evalq.analysis.metrics import METRIC_OUTCOMES, condition_metrics, task_values
+from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
+from evalq.analysis.reliability import reliability as reliability_block
+from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
+from evalq.models import OUTCOMES
+from evalq.ops.environments import study_environment_flag
+from evalq.stats import ci_half_width, power_warning
+from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
+from evalq.tracks import UNTRACKED, group_by_track, task_labels
+from evalq.report.attempts import VALID, TrialView
 
 SCHEMA_VERSION = "2.0"
 COMMIT_COMPARISON = "commit-comparison"

@@ -10,9 +10,9 @@ import re
 from html import escape
 from typing import Any
 
-from ..analysis.metrics import LABELS
-from .charts import forest_plot, outcomes_chart, pass_rate_grid
-from .markdown import render_markdown
+from evalq.analysis.metrics import LABELS
+from evalq.report.charts import forest_plot, outcomes_chart, pass_rate_grid
+from evalq.report.markdown import render_markdown
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STYLE = """

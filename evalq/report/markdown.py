@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.metrics import LABELS, METRICS
-from ..analysis.pinned import describe
-from ..models import OUTCOMES
-from ..ops.environments import describe as describe_environments
-from . import fmt
+from evalq.analysis.metrics import LABELS, METRICS
+from evalq.analysis.pinned import describe
+from evalq.models import OUTCOMES
+from evalq.ops.environments import describe as describe_environments
+from evalq.report import fmt
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .html import render_html
-from .markdown import render_markdown
+from evalq.report.html import render_html
+from evalq.report.markdown import render_markdown
 
 RENDERERS = {
     "json": lambda report: json.dumps(report, indent=2, sort_keys=False) + "\n",

@@ -4,16 +4,16 @@ Every function takes plain lists, mappings or numpy arrays and returns ``None`` 
 0 or nan) when there is nothing to compute on.
 """
 
-from .agreement import category_counts, cohen_kappa, fleiss_kappa, positive_rate, raw_agreement
-from .bootstrap import (
+from evalq.stats.agreement import category_counts, cohen_kappa, fleiss_kappa, positive_rate, raw_agreement
+from evalq.stats.bootstrap import (
     BOOTSTRAP_METHOD,
     BootstrapCI,
     bootstrap_ci,
     bootstrap_distribution,
     paired_bootstrap_ci,
 )
-from .cost import CostAccounting, CostPerSuccess, cost_per_success, split_cost_accounting
-from .metrics import (
+from evalq.stats.cost import CostAccounting, CostPerSuccess, cost_per_success, split_cost_accounting
+from evalq.stats.metrics import (
     mean_of_defined,
     pass_at_k,
     pass_at_k_estimate,
@@ -29,11 +29,11 @@ from .metrics import (
     task_weighted_rate,
     valid_runs,
 )
-from .multiple import holm_adjust, holm_reject
-from .paired import PairedComparison, PairedDifferences, compare_paired, paired_differences
-from .permutation import PermutationTest, paired_permutation_test, paired_permutation_test_between
-from .power import MAX_CI_HALF_WIDTH, MIN_RUNS_PER_CELL, MIN_TASKS, ci_half_width, power_warning
-from .reliability import KAPPA_THRESHOLD, low_reliability
+from evalq.stats.multiple import holm_adjust, holm_reject
+from evalq.stats.paired import PairedComparison, PairedDifferences, compare_paired, paired_differences
+from evalq.stats.permutation import PermutationTest, paired_permutation_test, paired_permutation_test_between
+from evalq.stats.power import MAX_CI_HALF_WIDTH, MIN_RUNS_PER_CELL, MIN_TASKS, ci_half_width, power_warning
+from evalq.stats.reliability import KAPPA_THRESHOLD, low_reliability
 
 tpr = task_pass_rate
 rp_at_k = reliable_pass_at_k

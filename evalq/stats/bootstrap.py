@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._arrays import chunk_rows, defined_pairs, defined_values
+from evalq.stats._arrays import chunk_rows, defined_pairs, defined_values
 
 BOOTSTRAP_METHOD = "percentile"
 DEFAULT_RESAMPLES = 10_000

@@ -8,8 +8,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from .bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, BootstrapCI, bootstrap_ci
-from .permutation import DEFAULT_EXACT_MAX_N, DEFAULT_PERMUTATIONS, PermutationTest, paired_permutation_test
+from evalq.stats.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, BootstrapCI, bootstrap_ci
+from evalq.stats.permutation import DEFAULT_EXACT_MAX_N, DEFAULT_PERMUTATIONS, PermutationTest, paired_permutation_test
 
 K = TypeVar("K")
 

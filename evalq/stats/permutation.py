@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._arrays import chunk_rows, defined_pairs, defined_values
+from evalq.stats._arrays import chunk_rows, defined_pairs, defined_values
 
 DEFAULT_EXACT_MAX_N = 16
 DEFAULT_PERMUTATIONS = 10_000

@@ -7,12 +7,12 @@ import socket
 import sys
 from functools import lru_cache
 
-from .. import __version__
+from evalq import __version__
 
 
 @lru_cache(maxsize=1)
 def worker_environment() -> dict:
-    from .agents import ADAPTERS
+    from evalq.workers.agents import ADAPTERS
 
     tools = {}
     for name, adapter in sorted(ADAPTERS.items()):

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from .secrets import secret_values
+from evalq.workers.secrets import secret_values
 
 MASK = "[REDACTED]"
 MIN_SECRET = 8

@@ -14,19 +14,19 @@ import threading
 import time
 import uuid
 
-from ..artifacts import open_store
-from ..config import Settings, load_settings
-from ..errors import EvalqError, InfrastructureError
-from ..fixture_cache import cached_fixture
-from ..fixtures import materialize
-from ..graders.workspace import pack_workspace
-from ..models import Limits, StudyManifest
-from ..store import claim, init_db, is_cancelled, mark_state, renew
-from .agents import AgentContext, get_adapter
-from .diff import workspace_diff
-from .identity import host_name, worker_environment
-from .profile import new_profile
-from .redact import default_redactor, install_log_redaction
+from evalq.artifacts import open_store
+from evalq.config import Settings, load_settings
+from evalq.errors import EvalqError, InfrastructureError
+from evalq.fixture_cache import cached_fixture
+from evalq.fixtures import materialize
+from evalq.graders.workspace import pack_workspace
+from evalq.models import Limits, StudyManifest
+from evalq.store import claim, init_db, is_cancelled, mark_state, renew
+from evalq.workers.agents import AgentContext, get_adapter
+from evalq.workers.diff import workspace_diff
+from evalq.workers.identity import host_name, worker_environment
+from evalq.workers.profile import new_profile
+from evalq.workers.redact import default_redactor, install_log_redaction
 
 log = logging.getLogger("evalq.runner")
 
@@ -67,7 +67,7 @@ def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
 
 def _send(task_name: str, payload: dict) -> None:
     """Publish, retrying for about a minute while the broker is away (a Redis restart)."""
-    from ..queue import app
+    from evalq.queue import app
 
     payload = default_redactor().obj(payload)  # no credential reaches a DB row (SPEC R3)
     app.send_task(task_name, args=[payload], retry=True,
@@ -135,7 +135,7 @@ class _StopPoll:
 
 def _with_installed_skill(store, lock: dict, condition, profile):
     """The condition with its skill unpacked (from the store, digest-checked) into this run."""
-    from ..skills import install_published_skill
+    from evalq.skills import install_published_skill
 
     entry = (lock.get("published_skills") or {}).get(condition.name)
     if entry is None:
@@ -170,7 +170,7 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        from ..store import load_study
+        from evalq.store import load_study
 
         study_row = load_study(engine, ref["study_id"])
         manifest = StudyManifest.model_validate(study_row.manifest)

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..errors import UserError
+from evalq.errors import UserError
 
 SECRETS_FILE_ENV = "EVALQ_SECRETS_FILE"
 #: Extra variable names (comma-separated) whose values are redacted like credentials.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ...errors import UserError
-from .base import ExecResult, Sandbox, SandboxLimits
+from evalq.errors import UserError
+from evalq.graders.sandbox.base import ExecResult, Sandbox, SandboxLimits
 
 BACKENDS = {"bwrap": "evalq.graders.sandbox.bwrap:BwrapSandbox",
             "docker": "evalq.graders.sandbox.docker:DockerSandbox"}

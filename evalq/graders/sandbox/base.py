@@ -60,7 +60,7 @@ class Sandbox(ABC):
     def scratch(self, folder: Path, limits: SandboxLimits):
         """A context in which the empty `folder` holds a grading's workspace and report;
         yields a sandbox.scratch.Scratch (is its total size capped, and if not, why)."""
-        from .scratch import uncapped
+        from evalq.graders.sandbox.scratch import uncapped
 
         return uncapped(folder)
 

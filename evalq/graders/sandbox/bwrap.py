@@ -12,12 +12,12 @@ import signal
 import shutil
 from pathlib import Path
 
-from ...errors import SandboxError
-from ...proc import run_bounded
-from .base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
-from .cgroups import RunCgroup, sweep_orphans
-from .scratch import size_capped, sweep_mounts
-from .seccomp import filter_fd
+from evalq.errors import SandboxError
+from evalq.proc import run_bounded
+from evalq.graders.sandbox.base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
+from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
+from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
+from evalq.graders.sandbox.seccomp import filter_fd
 
 NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .owner import orphaned, owned_name
+from evalq.graders.sandbox.owner import orphaned, owned_name
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "evalq-"

@@ -90,7 +90,7 @@ def _capped_mounts() -> list[Path]:
 
 def sweep_mounts(max_age_seconds: float) -> int:
     """Unmount and remove grading tmpfs mounts whose grading process is gone or too old."""
-    from .owner import orphaned
+    from evalq.graders.sandbox.owner import orphaned
 
     removed = 0
     now = time.time()

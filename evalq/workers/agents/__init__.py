@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ...models import Condition
-from .base import AgentAdapter, AgentContext, AgentResult
-from .claude_code import ClaudeCode
-from .codex import Codex
-from .command_template import CommandTemplate
-from .mini_swe_agent import MiniSweAgent
-from .opencode import OpenCode
-from .scripted import ScriptedAgent
+from evalq.models import Condition
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.claude_code import ClaudeCode
+from evalq.workers.agents.codex import Codex
+from evalq.workers.agents.command_template import CommandTemplate
+from evalq.workers.agents.mini_swe_agent import MiniSweAgent
+from evalq.workers.agents.opencode import OpenCode
+from evalq.workers.agents.scripted import ScriptedAgent
 
 ADAPTERS: dict[str, type[AgentAdapter]] = {
     a.name: a for a in (ScriptedAgent, ClaudeCode, Codex, OpenCode, MiniSweAgent, CommandTemplate)}

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
-from ...fixtures import Fixture
-from ...models import Condition, Limits, RunMetrics
-from ...pricing import price_run
-from ...proc import ProcResult, run_bounded
-from ..profile import Profile
-from ..redact import Redactor
-from ..secrets import credentials, secret_values
-from .locate import find_executable
+from evalq.fixtures import Fixture
+from evalq.models import Condition, Limits, RunMetrics
+from evalq.pricing import price_run
+from evalq.proc import ProcResult, run_bounded
+from evalq.workers.profile import Profile
+from evalq.workers.redact import Redactor
+from evalq.workers.secrets import credentials, secret_values
+from evalq.workers.agents.locate import find_executable
 
 OUTPUT_LIMIT = 64 * 1024 * 1024
 
@@ -107,7 +107,7 @@ class AgentAdapter(ABC):
         return None
 
     def executable_path(self, ctx: AgentContext) -> str:
-        from ...errors import InfrastructureError
+        from evalq.errors import InfrastructureError
 
         found = find_executable(self.executable, ctx.settings)
         if found is None:

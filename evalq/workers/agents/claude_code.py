@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from ...models import RunMetrics
-from ...proc import ProcResult
-from .base import AgentAdapter, AgentContext, AgentResult
-from .skills import install_skill, loaded_from_tool_calls, skill_source
-from .streams import jsonl_events, opt_int
+from evalq.models import RunMetrics
+from evalq.proc import ProcResult
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.skills import install_skill, loaded_from_tool_calls, skill_source
+from evalq.workers.agents.streams import jsonl_events, opt_int
 
 DEFAULT_TOOLS = "Bash,Edit,Write,Read,Glob,Grep"
 #: result subtypes that mean the agent hit one of its limits (→ timed_out)

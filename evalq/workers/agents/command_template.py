@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...models import RunMetrics
-from ...proc import ProcResult
-from .base import AgentAdapter, AgentContext, AgentResult
-from .locate import find_executable
-from .streams import opt_int
+from evalq.models import RunMetrics
+from evalq.proc import ProcResult
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.locate import find_executable
+from evalq.workers.agents.streams import opt_int
 
 PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "output_dir")
 COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -49,7 +49,7 @@ class CommandTemplate(AgentAdapter):
         return ctx.profile.logs / "agent-output"
 
     def command(self, ctx: AgentContext) -> list[str]:
-        from ...errors import InfrastructureError
+        from evalq.errors import InfrastructureError
 
         out = self.output_dir(ctx)
         out.mkdir(parents=True, exist_ok=True)

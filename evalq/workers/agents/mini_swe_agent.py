@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from ...models import RunMetrics
-from ...proc import ProcResult
-from .base import AgentAdapter, AgentContext, AgentResult
-from .context import per_request
-from .streams import opt_int, opt_sum
+from evalq.models import RunMetrics
+from evalq.proc import ProcResult
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.context import per_request
+from evalq.workers.agents.streams import opt_int, opt_sum
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
                  "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...models import RunMetrics
-from ...proc import ProcResult
-from .base import AgentAdapter, AgentContext, AgentResult
-from .streams import jsonl_events, opt_int, opt_sum
+from evalq.models import RunMetrics
+from evalq.proc import ProcResult
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.streams import jsonl_events, opt_int, opt_sum
 
 
 class OpenCode(AgentAdapter):

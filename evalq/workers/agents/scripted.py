@@ -25,10 +25,10 @@ import json
 import sys
 from typing import Any
 
-from ...errors import InfrastructureError
-from ...models import RunMetrics
-from ...proc import ProcResult
-from .base import AgentAdapter, AgentContext, AgentResult
+from evalq.errors import InfrastructureError
+from evalq.models import RunMetrics
+from evalq.proc import ProcResult
+from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 
 ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",

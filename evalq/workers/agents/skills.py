@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ...errors import InfrastructureError
+from evalq.errors import InfrastructureError
 
 
 def skill_source(skill: Optional[str], fixture_root: Path | None = None) -> Optional[Path]:
