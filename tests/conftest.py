@@ -43,7 +43,7 @@ def redis_url():
     require_service("127.0.0.1", 6379, "Redis", REDIS_HOW)
     import redis
 
-    db = 13
+    db = int(os.environ.get("EVALQ_TEST_REDIS_DB", "13"))  # sessions running side by side differ
     client = redis.Redis(host="127.0.0.1", port=6379, db=db)
     client.flushdb()
     yield f"redis://127.0.0.1:6379/{db}"
