@@ -112,7 +112,7 @@ def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdi
     from evalq.launch import register_study, send_trials
     from evalq.manifest import load_study
     from evalq.queue import app
-    from evalq.store import AttemptRow, attempts_of
+    from evalq.results.store import AttemptRow, attempts_of
 
     env = child_env(settings.env())
     study_id = f"bench-{settings.sandbox}-c{concurrency}-{uuid.uuid4().hex[:6]}"
@@ -187,7 +187,7 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     from evalq.launch import register_study, send_trials
     from evalq.manifest import load_study
     from evalq.queue import app
-    from evalq.store import record_attempt, trials_of
+    from evalq.results.store import record_attempt, trials_of
     from evalq.workers.runner import run_trial_message
     from evalq.launch import message_for
 

@@ -94,7 +94,7 @@ def run_plan(workdir: Path, broker: str, database: str, trials: int, log) -> tup
 
 def run_report(workdir: Path, database: str, tasks: int, reps: int, log) -> tuple[list, dict]:
     env = child_env({"EVALQ_HOME": str(workdir / "home"), "EVALQ_DATABASE_URL": database})
-    log(f"inserting {tasks * 2 * reps:,} attempts ({tasks:,} tasks) with evalq.store")
+    log(f"inserting {tasks * 2 * reps:,} attempts ({tasks:,} tasks) with evalq.results.store")
     seeded = _child(["seed", "bench-report", str(tasks), str(reps)], env)
     log("computing the report")
     plain = _child(["report", "bench-report", str(workdir / "report")], env)

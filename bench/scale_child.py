@@ -54,11 +54,11 @@ def plan(manifest: str) -> dict:
 
 
 def seed(study_id: str, tasks: int, reps: int) -> dict:
-    """A finished study of tasks × 2 conditions × reps, written with evalq.store's tables."""
+    """A finished study of tasks × 2 conditions × reps, written with evalq.results.store's tables."""
     from sqlalchemy import insert
 
     from evalq.config import load_settings
-    from evalq.store import AttemptRow, StudyRow, TrialRow, init_db, save_study
+    from evalq.results.store import AttemptRow, StudyRow, TrialRow, init_db, save_study
 
     engine = init_db(load_settings().database_url)
     started = time.perf_counter()
@@ -98,7 +98,7 @@ def report(study_id: str, out_dir: str, traced: bool) -> dict:
     """compute_report + JSON and Markdown files; `traced` adds tracemalloc (slower, for its peak)."""
     from evalq.config import load_settings
     from evalq.report import compute_report, write_reports
-    from evalq.store import init_db
+    from evalq.results.store import init_db
 
     engine = init_db(load_settings().database_url)
     if traced:

@@ -94,7 +94,7 @@ def database(workdir: Path, kind: str) -> Iterator[tuple[str, str]]:
     try:
         yield url, "PostgreSQL"
     finally:
-        from evalq.store import get_engine
+        from evalq.results.store import get_engine
 
         get_engine(url).dispose()
         get_engine.cache_clear()

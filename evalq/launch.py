@@ -22,7 +22,7 @@ from evalq.publish import batch_sender
 from evalq.skills import publish_skills
 from evalq.manifest import Study, freeze, verify_lock
 from evalq.plan import plan_trials
-from evalq.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
+from evalq.results.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
                     save_study)
 
 

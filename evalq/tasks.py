@@ -32,6 +32,6 @@ def grade_trial(self, payload: dict) -> str:
           retry_backoff_max=10, retry_jitter=False, max_retries=60)
 def record_result(payload: dict) -> str:
     """Results queue: the only writer of outcomes (an idempotent upsert)."""
-    from evalq.results import record_message
+    from evalq.results.service import record_message
 
     return record_message(payload)

@@ -61,7 +61,7 @@ def postgres_url():
     admin.autocommit = True
     admin.cursor().execute(f'CREATE DATABASE "{name}"')
     yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
-    from evalq.store import get_engine
+    from evalq.results.store import get_engine
 
     get_engine.cache_clear()
     admin.cursor().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session, select
 
-from evalq.store import (AttemptRow, StudyRow, TrialRow, claim, create_attempts, init_db,
+from evalq.results.store import (AttemptRow, StudyRow, TrialRow, claim, create_attempts, init_db,
                          record_attempt, renew, save_study)
 
 
@@ -83,8 +83,8 @@ def test_finished_attempt_cannot_be_claimed(engine):
 
 def test_bulk_insert_keeps_awkward_text_and_existing_rows(engine):
     """insert_missing (COPY on PostgreSQL): escapes survive, NULLs stay NULL, re-runs add nothing."""
-    from evalq.bulk import insert_missing
-    from evalq.store import latest_attempts
+    from evalq.results.bulk import insert_missing
+    from evalq.results.store import latest_attempts
 
     _seed(engine)  # s/f/c/r1 with attempt 1 already there
     awkward = ["tab\there", "new\nline", "back\\slash", "cr\rhere", "\\N", "ünïcode ✓", ""]

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from evalq.store import StudyRow
+from evalq.results.store import StudyRow
 from evalq.analysis.runs import RATER_FIELDS, Run
 
 REDACTED = "[redacted]"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalq.store import StudyRow
+from evalq.results.store import StudyRow
 from evalq.analysis.runs import RATER_FIELDS, Run
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from evalq.digest import data_digest
-from evalq.store import StudyRow
+from evalq.results.store import StudyRow
 from evalq.analysis.runs import IMPORTED, Run
 
 #: Runner-environment keys that must match; host names and agent version maps may vary.

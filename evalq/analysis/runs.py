@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from evalq.report.attempts import TrialView, trial_views
-from evalq.store import AttemptRow, StudyRow, TrialRow, load_study, records
+from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, records
 
 #: The six binary fields of seed 003 that raters score.
 RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",
@@ -75,7 +75,7 @@ def _run_of(view: TrialView) -> Run:
 
 def study_runs(engine, study_id: str) -> tuple[StudyRow, list[Run]]:
     """The study row and one Run per planned trial, in planned order."""
-    study = load_study(engine, study_id)
+    study = read_study(engine, study_id)
     trials = records(engine, TrialRow, study_id, [TrialRow.order_index])
     attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt])
     views = trial_views(trials, attempts)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from evalq.digest import data_digest
 from evalq.errors import UserError
-from evalq.store import AttemptRow, StudyRow, TrialRow, init_db, record_attempt, save_study
+from evalq.results.store import AttemptRow, StudyRow, TrialRow, init_db, record_attempt, save_study
 from evalq.analysis.jsonl import read_jsonl, require
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalq.config import Settings, load_settings
-from evalq.store import init_db
+from evalq.results.store import init_db
 
 
 def study_id_of(argument: str) -> str:

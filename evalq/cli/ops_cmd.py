@@ -22,7 +22,7 @@ def _app(settings):
 def _attempt_progress(engine, study_id: str, keys: dict[tuple[str, int], int]):
     """(settled, total) over the attempts in `keys`: settled once their regrade count passes the
     recorded one (regrade) or they have an outcome (new attempts, recorded as -1)."""
-    from evalq.store import attempts_of
+    from evalq.results.store import attempts_of
 
     def count() -> tuple[int, int]:
         rows = {(a.trial_id, a.attempt): a for a in attempts_of(engine, study_id)}
@@ -89,7 +89,7 @@ def resubmit(study: str, outcome: str) -> None:
     """Enqueue new attempts for failed trials; every earlier attempt stays a row (SPEC D3)."""
     from evalq.ops.actions import resubmit as do_resubmit
 
-    from evalq.store import attempts_of
+    from evalq.results.store import attempts_of
 
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)
@@ -110,7 +110,7 @@ def regrade(study: str, outcome: str) -> None:
     """Grade stored final workspaces again without re-running the agent."""
     from evalq.ops.actions import regrade as do_regrade
 
-    from evalq.store import attempts_of
+    from evalq.results.store import attempts_of
 
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)

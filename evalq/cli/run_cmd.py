@@ -28,7 +28,7 @@ def _progress(finished: int, planned: int) -> None:
 
 def _finished_counter(engine, study_id):
     from evalq.report.attempts import trial_views
-    from evalq.store import attempts_of, trials_of
+    from evalq.results.store import attempts_of, trials_of
 
     def count() -> tuple[int, int]:
         views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
@@ -106,7 +106,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
 
 def _cancelled_and_quiet(engine, study_id: str):
     """True once the study is cancelled and none of its agents is still running."""
-    from evalq.store import count_by, is_cancelled
+    from evalq.results.store import count_by, is_cancelled
 
     return lambda: is_cancelled(engine, study_id) and count_by(engine, study_id).get(
         "running", 0) == 0

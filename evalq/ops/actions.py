@@ -17,7 +17,7 @@ from evalq.config import Settings
 from evalq.errors import UserError
 from evalq.fixture_cache import cached_fixture
 from evalq.models import StudyManifest
-from evalq.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, load_study,
+from evalq.results.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, read_study,
                      set_cancelled)
 from evalq.launch import publish_run_messages, time_limits_for
 from evalq.ops.recovery import grading_payload
@@ -53,7 +53,7 @@ def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> Ac
     if outcome not in RESUBMITTABLE:
         raise UserError(f"cannot resubmit outcome '{outcome}'", field="--outcome",
                         fix=f"use one of {', '.join(RESUBMITTABLE)}")
-    study = load_study(engine, study_id)
+    study = read_study(engine, study_id)
     if study.cancelled:
         raise UserError(f"study '{study_id}' is cancelled", field="STUDY",
                         fix="resume it first with `evalq run <manifest> --resume`")
@@ -74,7 +74,7 @@ def regrade(app, engine, study_id: str, outcome: str = "grading_failure") -> Act
     if outcome not in REGRADABLE:
         raise UserError(f"cannot regrade outcome '{outcome}' (no graded workspace)",
                         field="--outcome", fix=f"use one of {', '.join(REGRADABLE)}")
-    load_study(engine, study_id)
+    read_study(engine, study_id)
     trials, _ = latest_attempts(engine, study_id)
     with Session(engine) as session:
         rows = session.exec(select(AttemptRow).where(AttemptRow.study_id == study_id,
@@ -93,7 +93,7 @@ def regrade(app, engine, study_id: str, outcome: str = "grading_failure") -> Act
 def cancel(engine, study_id: str) -> ActionSummary:
     """Flag the study: queued attempts become 'cancelled' (their messages find nothing to claim),
     running agents stop at their next poll; finished attempts are kept as they are."""
-    load_study(engine, study_id)
+    read_study(engine, study_id)
     queued = set_cancelled(engine, study_id)
     with Session(engine) as session:
         running = len(session.exec(select(AttemptRow.id).where(

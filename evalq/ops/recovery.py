@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any, Optional
 
-from evalq.store import AttemptRow, TrialRow, latest_attempts
+from evalq.results.store import AttemptRow, TrialRow, latest_attempts
 
 log = logging.getLogger("evalq.recovery")
 

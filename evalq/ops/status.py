@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from evalq.models import OUTCOMES
 from evalq.report.attempts import trial_views
-from evalq.store import attempts_of, load_study, trials_of
+from evalq.results.store import attempts_of, read_study, trials_of
 from evalq.ops.environments import describe, study_environment_flag
 
 PENDING_STATES = ("unsent", "queued", "running", "grading", "cancelled")
@@ -53,7 +53,7 @@ def trial_bucket(view) -> tuple[str, str]:
 
 def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus:
     now = time.time() if now is None else now
-    study = load_study(engine, study_id)
+    study = read_study(engine, study_id)
     trials = trials_of(engine, study_id)
     attempts = attempts_of(engine, study_id)
     views = trial_views(trials, attempts)

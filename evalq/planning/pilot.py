@@ -126,9 +126,9 @@ def pilot_from_rows(study_id: str, rows: Sequence[dict[str, Any]]) -> Pilot:
 def load_pilot(engine: Any, study_id: str) -> Pilot:
     """Read a finished (or imported) study from the results database as a pilot."""
     from evalq.report.attempts import trial_views
-    from evalq.store import attempts_of, load_study, trials_of
+    from evalq.results.store import attempts_of, read_study, trials_of
 
-    row = load_study(engine, study_id)
+    row = read_study(engine, study_id)
     views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
     pilot = pilot_from_views(study_id, views, lock_digest=row.lock_digest)
     pairs = tuple((h["baseline"], h["candidate"]) for h in (row.manifest or {}).get("hypotheses", [])

@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Optional
 
 from evalq.models import VALID_OUTCOMES, Outcome
-from evalq.store import AttemptRow
+from evalq.results.store import AttemptRow
 
 VALID = {o.value for o in VALID_OUTCOMES}
 

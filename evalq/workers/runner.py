@@ -21,7 +21,7 @@ from evalq.fixture_cache import cached_fixture
 from evalq.fixtures import materialize
 from evalq.graders.workspace import pack_workspace
 from evalq.models import Limits, StudyManifest
-from evalq.store import claim, init_db, is_cancelled, mark_state, renew
+from evalq.results.store import claim, init_db, is_cancelled, mark_state, renew
 from evalq.workers.agents import AgentContext, get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
@@ -170,9 +170,9 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        from evalq.store import load_study
+        from evalq.results.store import read_study
 
-        study_row = load_study(engine, ref["study_id"])
+        study_row = read_study(engine, ref["study_id"])
         manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)

@@ -1,11 +1,11 @@
-"""Helpers for the planning tests: pilots written into a real results database with evalq.store."""
+"""Helpers for the planning tests: pilots written into a real results database with evalq.results.store."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Optional
 
-from evalq.store import StudyRow, TrialRow, init_db, record_attempt, save_study
+from evalq.results.store import StudyRow, TrialRow, init_db, record_attempt, save_study
 
 
 def insert_pilot(db_path: Path, study_id: str, runs: list[dict[str, Any]],

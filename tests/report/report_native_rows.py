@@ -5,7 +5,7 @@ Faster than running agents; the rows have the shape the runner and grader write.
 
 from __future__ import annotations
 
-from evalq.store import StudyRow, TrialRow, create_attempts, init_db, record_attempt, save_study
+from evalq.results.store import StudyRow, TrialRow, create_attempts, init_db, record_attempt, save_study
 
 ENV = {"os": "Linux 6", "machine": "x86_64", "python": "3.11.7", "evalq": "0.1.0", "agents": {}}
 

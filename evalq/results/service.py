@@ -6,9 +6,9 @@ import logging
 import time
 
 from evalq.config import load_settings
-from evalq.store import init_db, record_attempt
+from evalq.results.store import init_db, record_attempt
 
-log = logging.getLogger("evalq.results")
+log = logging.getLogger("evalq.results.service")
 
 
 def record_message(payload: dict) -> str:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
-from evalq.bulk import insert_missing
+from evalq.results.bulk import insert_missing
 from evalq.errors import UserError
 
 
@@ -248,7 +248,7 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
 
 
 # ------------------------------------------------------------------ reading
-def load_study(engine: Engine, study_id: str) -> StudyRow:
+def read_study(engine: Engine, study_id: str) -> StudyRow:
     with Session(engine) as session:
         row = session.get(StudyRow, study_id)
         if row is None:
