@@ -31,7 +31,7 @@ def _child(args: list[str], env: dict[str, str], timeout: float = 1800) -> dict:
 
 def make_fixtures(root: Path, count: int) -> list[Path]:
     """`count` copies of the bench fixture under distinct ids, each re-frozen."""
-    from evalq.fixtures import freeze_fixture
+    from evalq.fixtures.fixture import freeze_fixture
 
     paths = []
     for i in range(count):

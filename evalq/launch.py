@@ -17,7 +17,7 @@ from sqlalchemy import update
 from evalq.artifacts import open_store
 from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
-from evalq.fixture_cache import publish_fixture
+from evalq.fixtures.cache import publish_fixture
 from evalq.publish import batch_sender
 from evalq.skills import publish_skills
 from evalq.manifest import Study, freeze, verify_lock

@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from evalq import __version__
 from evalq.digest import data_digest
 from evalq.errors import UserError
-from evalq.fixtures import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
+from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
-from evalq.tomlio import load_document, validation_error
+from evalq.fileio import load_document, validation_error
+from evalq.fileio import write_json_atomic
 
 LOCK_SUFFIX = ".lock.json"
 
@@ -149,9 +150,7 @@ def freeze(study: Study, force: bool = False) -> dict:
         return existing
     if existing and "planning" in existing:
         lock["planning"] = existing["planning"]
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
-    tmp.replace(target)
+    write_json_atomic(target, lock, sort_keys=True)
     return lock
 
 

@@ -20,7 +20,7 @@ def main(plan_text: str) -> int:
     workspace = Path.cwd()
     emit({"type": "start", "action": action})
     if action == "solution":
-        from evalq.overlay import apply_overlay
+        from evalq.fixtures.overlay import apply_overlay
 
         if plan.get("seconds"):
             time.sleep(float(plan["seconds"]))  # "thinking" time, to spread a study out

@@ -12,7 +12,7 @@ from pathlib import Path
 from evalq.artifacts import ArtifactStore
 from evalq.digest import tree_digest
 from evalq.errors import UserError
-from evalq.graders.workspace import pack_workspace, unpack_workspace
+from evalq.fixtures.archive import pack_workspace, unpack_workspace
 
 
 def resolve_skill(skill: str, manifest_path: Path, index: int) -> Path:

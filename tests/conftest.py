@@ -70,7 +70,7 @@ def postgres_url():
 
 def copy_fixture(name: str, dest_root: Path) -> Path:
     """A copy of a shipped fixture, re-frozen, so a test may change it freely."""
-    from evalq.fixtures import freeze_fixture
+    from evalq.fixtures.fixture import freeze_fixture
 
     dest = dest_root / name
     shutil.copytree(FIXTURES / name, dest)

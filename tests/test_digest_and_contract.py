@@ -8,7 +8,7 @@ import pytest
 
 from evalq.digest import tree_digest
 from evalq.errors import UserError
-from evalq.fixtures import MAX_CHARACTERS, freeze_fixture, load_fixture
+from evalq.fixtures.fixture import MAX_CHARACTERS, freeze_fixture, load_fixture
 from conftest import copy_fixture, pad_with_files
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalq.fixtures import load_fixture
+from evalq.fixtures.fixture import load_fixture
 from evalq.graders.grade import classify, grade_workspace, prepare_reference
 from evalq.graders.reports import parse_junit, parse_tap
 from evalq.graders.sandbox.base import ExecResult

@@ -50,8 +50,8 @@ def require(row: dict, key: str, kinds: tuple[type, ...], path: Path, number: in
 
 def write_jsonl(rows, path: str | Path) -> int:
     """Write rows atomically; returns how many."""
-    from evalq.report.write import write_atomic
+    from evalq.fileio import write_text_atomic
 
     rows = list(rows)
-    write_atomic(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
+    write_text_atomic(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
     return len(rows)

@@ -24,12 +24,12 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
     from evalq.analysis.metrics import LABELS
     from evalq.analysis.studies import compare_studies
     from evalq.report import fmt
-    from evalq.report.write import write_atomic
+    from evalq.fileio import write_text_atomic
 
     engine, _ = engine_and_settings()
     result = compare_studies(engine, baseline, candidate)
     if out:
-        write_atomic(Path(out), json.dumps(result, indent=2) + "\n")
+        write_text_atomic(Path(out), json.dumps(result, indent=2) + "\n")
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for metric, m in comp["metrics"].items():

@@ -12,11 +12,12 @@ import click
 
 from evalq.errors import UserError
 from evalq.cli.errors import shown_as_one_line
-from evalq.fixtures import freeze_fixture, load_fixture
-from evalq.scaffold import TOOLCHAINS, create_fixture
-from evalq.suite import (LOCK_NAME, SelfCheck, default_suite_dir, enclosing_lock, find_fixtures,
-                     freeze_suite, is_fixture_dir, load_suite, lock_fixture, lock_problems,
-                     read_lock, self_check)
+from evalq.fixtures.fixture import freeze_fixture, load_fixture
+from evalq.fixtures.scaffold import TOOLCHAINS, create_fixture
+from evalq.fixtures.selfcheck import SelfCheck, self_check
+from evalq.fixtures.suite import (LOCK_NAME, default_suite_dir, enclosing_lock, find_fixtures,
+                                  freeze_suite, is_fixture_dir, load_suite, lock_fixture,
+                                  lock_problems, read_lock)
 
 SANDBOXES = ("bwrap", "docker")
 sandbox_option = click.option(

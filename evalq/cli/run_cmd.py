@@ -150,9 +150,10 @@ def report(study: str, fmt: str, out: str | None) -> None:
     study_id = study_id_of(study)
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
-        from evalq.report.write import RENDERERS, write_atomic
+        from evalq.fileio import write_text_atomic
+        from evalq.report.write import RENDERERS
 
-        write_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
+        write_text_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
         click.echo(f"report: {out}")
         return
     paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from evalq.errors import SandboxError
-from evalq.fixtures import Fixture, materialize
-from evalq.overlay import apply_overlay, copy_tree
+from evalq.fixtures.fixture import Fixture, materialize
+from evalq.fixtures.overlay import apply_overlay, copy_tree
 from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.protect import protected_patterns, reset_grader_files
 from evalq.graders.reports import ReportError, parse_junit, parse_tap
@@ -20,7 +20,7 @@ from evalq.graders.sandbox import get_sandbox
 from evalq.graders.sandbox.owner import owned_name
 from evalq.graders.sandbox.scratch import DIR_PREFIX
 from evalq.graders.sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
-from evalq.graders.workspace import copy_workspace, unpack_workspace
+from evalq.fixtures.archive import copy_workspace, unpack_workspace
 
 #: The whole environment a grader sees: nothing of the worker's environment passes through.
 GRADER_ENV = {

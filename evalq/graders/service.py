@@ -8,7 +8,7 @@ import time
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
 from evalq.errors import EvalqError
-from evalq.fixture_cache import cached_fixture
+from evalq.fixtures.cache import cached_fixture
 from evalq.graders.grade import GRADER_VERSION, grade_archive
 
 log = logging.getLogger("evalq.grading")

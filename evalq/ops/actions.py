@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 from evalq.artifacts import open_store
 from evalq.config import Settings
 from evalq.errors import UserError
-from evalq.fixture_cache import cached_fixture
+from evalq.fixtures.cache import cached_fixture
 from evalq.models import StudyManifest
 from evalq.results.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, read_study,
                      set_cancelled)

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from evalq import __version__
 from evalq.digest import data_digest
+from evalq.fileio import write_json_atomic
 
 SECTION = "planning"
 _KEPT = ("schema", "pilot", "comparison", "target", "estimates", "simulation", "current_design",
@@ -39,9 +40,7 @@ def write_planning(study: Any, plan: dict[str, Any]) -> tuple[dict[str, Any], An
     lock = verify_lock(study) or freeze(study)
     lock = dict(lock, **{SECTION: planning_section(plan)})
     target = study.lock_path
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
-    tmp.replace(target)
+    write_json_atomic(target, lock, sort_keys=True)
     return lock, target
 
 

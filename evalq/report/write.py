@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalq.fileio import write_text_atomic
 from evalq.report.html import render_html
 from evalq.report.markdown import render_markdown
 
@@ -17,18 +18,11 @@ RENDERERS = {
 FORMATS = tuple(RENDERERS)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def write_reports(report: dict[str, Any], out_dir: Path,
                   formats: tuple[str, ...] = ("json", "md", "html")) -> dict[str, Path]:
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        write_atomic(path, RENDERERS[fmt](report))
+        write_text_atomic(path, RENDERERS[fmt](report))
         paths[fmt] = path
     return paths

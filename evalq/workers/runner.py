@@ -17,9 +17,9 @@ import uuid
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
 from evalq.errors import EvalqError, InfrastructureError
-from evalq.fixture_cache import cached_fixture
-from evalq.fixtures import materialize
-from evalq.graders.workspace import pack_workspace
+from evalq.fixtures.cache import cached_fixture
+from evalq.fixtures.fixture import materialize
+from evalq.fixtures.archive import pack_workspace
 from evalq.models import Limits, StudyManifest
 from evalq.results.store import claim, init_db, is_cancelled, mark_state, renew
 from evalq.workers.agents import AgentContext, get_adapter

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from evalq.errors import UserError
-from evalq.fixtures import load_fixture, materialize
+from evalq.fixtures.fixture import load_fixture, materialize
 from evalq.models import Condition, Limits
 from evalq.proc import ProcResult
 from evalq.workers.agents import ADAPTERS, AgentContext, get_adapter, validate_condition

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, run_cli
 from evalq.cli.fixtures_cmd import fixtures, grade
-from evalq.fixtures import load_fixture
+from evalq.fixtures.fixture import load_fixture
 from evalq.graders.grade import prepare_reference
 from evalq.graders.sandbox.bwrap import BwrapSandbox
 

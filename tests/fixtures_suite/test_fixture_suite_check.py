@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, copy_fixture, pad_with_files, run_cli
 from evalq.cli.fixtures_cmd import fixtures
-from evalq.fixtures import MAX_CHARACTERS, freeze_fixture
+from evalq.fixtures.fixture import MAX_CHARACTERS, freeze_fixture
 from evalq.graders.sandbox.bwrap import BwrapSandbox
-from evalq.suite import LOCK_NAME, find_fixtures, read_lock
+from evalq.fixtures.suite import LOCK_NAME, find_fixtures, read_lock
 
 ok, why = BwrapSandbox.available()
 pytestmark = pytest.mark.skipif(not ok, reason=why)

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalq.cli.fixtures_cmd import fixtures
-from evalq.fixtures import load_fixture
+from evalq.fixtures.fixture import load_fixture
 from evalq.graders.sandbox.docker import DockerSandbox
-from evalq.suite import find_fixtures
+from evalq.fixtures.suite import find_fixtures
 
 HOW = "bash scripts/ensure-docker.sh && bash scripts/build-grader-images.sh"
 

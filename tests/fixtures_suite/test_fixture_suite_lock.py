@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from conftest import FIXTURES, copy_fixture
 from evalq.cli.fixtures_cmd import fixtures
 from evalq.errors import UserError
-from evalq.fixtures import freeze_fixture, load_fixture
-from evalq.suite import (LOCK_NAME, find_fixtures, freeze_suite, load_suite, read_lock,
+from evalq.fixtures.fixture import freeze_fixture, load_fixture
+from evalq.fixtures.suite import (LOCK_NAME, find_fixtures, freeze_suite, load_suite, read_lock,
                          suite_digest)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
-from evalq.fixtures import load_fixture
+from evalq.fixtures.fixture import load_fixture
 from evalq.graders.grade import grade_workspace, prepare_reference
 from evalq.graders.sandbox import get_sandbox
-from evalq.suite import find_fixtures
+from evalq.fixtures.suite import find_fixtures
 
 
 @pytest.mark.parametrize("path", find_fixtures(FIXTURES), ids=lambda p: p.name)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from evalq.fixtures import Fixture, freeze_fixture, load_fixture
+from evalq.fixtures.fixture import Fixture, freeze_fixture, load_fixture
 from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
-from evalq.fixtures import Fixture
+from evalq.fixtures.fixture import Fixture
 from evalq.models import Condition, Limits, RunMetrics
 from evalq.pricing import price_run
 from evalq.proc import ProcResult, run_bounded

@@ -1,8 +1,10 @@
-"""Reading TOML, YAML and JSON documents into plain data with one-line errors."""
+"""Reading TOML, YAML and JSON documents with one-line errors; writing files atomically."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -46,3 +48,21 @@ def validation_error(exc, path: Path) -> UserError:
         "extra_forbidden": "remove this field or check its spelling",
     }.get(kind, "see the documented format")
     return UserError(err.get("msg", "invalid value"), file=path, field=loc, fix=fix)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so a reader sees the old file or the new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any, *, sort_keys: bool = False) -> None:
+    """Indented JSON with a final newline, written atomically (locks, reports)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
