@@ -110,13 +110,13 @@ def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdi
     from sqlmodel import Session, select
 
     from evalq.launch import register_study, send_trials
-    from evalq.manifest import load_study
+    from evalq.study.manifest import load_manifest
     from evalq.queue import app
     from evalq.results.store import AttemptRow, attempts_of
 
     env = child_env(settings.env())
     study_id = f"bench-{settings.sandbox}-c{concurrency}-{uuid.uuid4().hex[:6]}"
-    study = load_study(write_study(workdir / study_id, study_id, n))
+    study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, settings)
     engine, _ = register_study(study, settings)
     workers = Workers(logdir)
@@ -185,7 +185,7 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     """cProfile of the three task bodies run in this process (broker DB 1: no worker reads it)."""
     from evalq.graders.grade import grade_workspace
     from evalq.launch import register_study, send_trials
-    from evalq.manifest import load_study
+    from evalq.study.manifest import load_manifest
     from evalq.queue import app
     from evalq.results.store import record_attempt, trials_of
     from evalq.workers.runner import run_trial_message
@@ -194,7 +194,7 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     side = Settings(**{**settings.__dict__, "broker_url": settings.broker_url.rsplit("/", 1)[0]
                        + "/1"})
     study_id = f"bench-profile-{uuid.uuid4().hex[:6]}"
-    study = load_study(write_study(workdir / study_id, study_id, n))
+    study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, side)
     engine, _ = register_study(study, side)
     send_trials(app, study, engine, resume=False)

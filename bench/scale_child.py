@@ -25,15 +25,15 @@ def _peak_rss_mib() -> float:
 def plan(manifest: str) -> dict:
     from evalq.config import load_settings
     from evalq.launch import register_study, send_trials
-    from evalq.manifest import load_study
-    from evalq.plan import plan_trials
+    from evalq.study.manifest import load_manifest
+    from evalq.study.order import plan_trials
     from evalq.queue import app, configure
 
     settings = load_settings()
     configure(app, settings)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    study = load_study(manifest)
+    study = load_manifest(manifest)
     times["load_and_verify_fixtures"] = time.perf_counter() - t0
     m = study.manifest
     t = time.perf_counter()

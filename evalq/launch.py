@@ -19,9 +19,11 @@ from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
 from evalq.fixtures.cache import publish_fixture
 from evalq.publish import batch_sender
-from evalq.skills import publish_skills
-from evalq.manifest import Study, freeze, verify_lock
-from evalq.plan import plan_trials
+from evalq.study.skills import publish_skills
+from evalq.study.lock import freeze, verify_lock
+from evalq.study.budgets import longest_trial_seconds, task_limits
+from evalq.study.manifest import Study
+from evalq.study.order import plan_trials
 from evalq.results.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
                     save_study)
 
@@ -69,11 +71,6 @@ def message_for(trial: TrialRow, attempt: int, max_claims: int,
     return message
 
 
-def longest_trial_seconds(study: Study) -> float:
-    """The longest hard time limit of any trial in the study (its wall budget plus grace)."""
-    return max(task_limits(study, f.id)[1] for f in study.fixtures)
-
-
 def settings_for_study(settings: Settings, study: Study) -> Settings:
     """Settings whose visibility timeout covers the study's longest trial (about twice it).
 
@@ -83,19 +80,6 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
     if longest <= settings.max_trial_seconds:
         return settings
     return dataclasses.replace(settings, max_trial_seconds=longest)
-
-
-def task_limits(study: Study, fixture_id: str) -> tuple[float, float]:
-    """Celery soft and hard time limits from the trial's wall budget."""
-    from evalq.workers.runner import effective_limits
-
-    limits = effective_limits(study.fixture(fixture_id).spec.limits, study.manifest)
-    return time_limits_for(limits.wall_seconds)
-
-
-def time_limits_for(wall_seconds: float) -> tuple[float, float]:
-    """Soft limit: the task stops its agent and containers; hard limit: the pool kills it."""
-    return wall_seconds + 120, wall_seconds + 240
 
 
 def arguments_shown(trial_id: str, attempt: int) -> str:

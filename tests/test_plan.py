@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evalq.plan import plan_trials
+from evalq.study.order import plan_trials
 
 FIXTURES = [f"task-{i}" for i in range(7)]
 CONDITIONS = ["baseline", "candidate", "third"]

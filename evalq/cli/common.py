@@ -12,9 +12,9 @@ def study_id_of(argument: str) -> str:
     """A study argument is a manifest path or a study id already in the database."""
     path = Path(argument)
     if path.is_file():
-        from evalq.manifest import load_study
+        from evalq.study.manifest import load_manifest
 
-        return load_study(path, verify_fixtures=False).id
+        return load_manifest(path, verify_fixtures=False).id
     return argument
 
 

@@ -42,7 +42,7 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
          workers: int | None, tasks: str | None, reps: str | None, simulations: int, seed: int,
          baseline: str | None, candidate: str | None, as_json: bool, write_lock: bool) -> None:
     """Simulate power and CI width over a grid of designs from a pilot, and forecast cost and time."""
-    from evalq.manifest import load_study
+    from evalq.study.manifest import load_manifest
     from evalq.planning import PlanTarget, load_pilot, make_plan, write_planning
     from evalq.planning.render import plan_text
     from evalq.cli.common import engine_and_settings, study_id_of
@@ -53,7 +53,7 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
     if simulations < 100:
         raise UserError(f"--simulations {simulations} is too few to estimate power",
                         field="--simulations", fix="use at least 100 (1000 by default)")
-    manifest = load_study(study)
+    manifest = load_manifest(study)
     engine, _ = engine_and_settings()
     pilot_data = load_pilot(engine, study_id_of(pilot))
     result = make_plan(manifest, pilot_data, PlanTarget(effect, alpha, target_power),

@@ -59,11 +59,11 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     """
     from evalq.embedded import LocalWorkers, wait_for_study
     from evalq.launch import make_sweeper, register_study, send_trials, settings_for_study
-    from evalq.manifest import load_study
+    from evalq.study.manifest import load_manifest
     from evalq.queue import app, configure
 
     settings = load_settings()
-    study = load_study(manifest)
+    study = load_manifest(manifest)
     if not resume:
         from evalq.planning.gate import check_launch
 

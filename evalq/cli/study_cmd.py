@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from evalq.manifest import freeze, load_study, verify_lock
+from evalq.study.lock import freeze, verify_lock
+from evalq.study.manifest import load_manifest
 
 
 @click.group()
@@ -16,7 +17,7 @@ def study() -> None:
 @click.argument("manifest", type=click.Path(dir_okay=False))
 def validate(manifest: str) -> None:
     """Check a manifest and every fixture it names."""
-    loaded = load_study(manifest)
+    loaded = load_manifest(manifest)
     state = "frozen" if verify_lock(loaded) else "not frozen yet"
     click.echo(f"{loaded.path}: valid: study '{loaded.id}', {len(loaded.fixtures)} fixtures × "
                f"{len(loaded.manifest.conditions)} conditions × {loaded.manifest.repetitions} "
@@ -28,6 +29,6 @@ def validate(manifest: str) -> None:
 @click.option("--force", is_flag=True, help="Replace a lock whose inputs changed.")
 def freeze_cmd(manifest: str, force: bool) -> None:
     """Write the study lock (manifest and fixture digests) beside the manifest."""
-    loaded = load_study(manifest)
+    loaded = load_manifest(manifest)
     lock = freeze(loaded, force=force)
     click.echo(f"{loaded.lock_path}: frozen, lock {lock['lock_digest']}")

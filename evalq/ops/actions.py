@@ -19,7 +19,8 @@ from evalq.fixtures.cache import cached_fixture
 from evalq.models import StudyManifest
 from evalq.results.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, read_study,
                      set_cancelled)
-from evalq.launch import publish_run_messages, time_limits_for
+from evalq.launch import publish_run_messages
+from evalq.study.budgets import effective_limits, time_limits_for
 from evalq.ops.recovery import grading_payload
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
@@ -40,8 +41,6 @@ def _time_limits(settings: Settings, manifest: StudyManifest, trial: TrialRow
 
     The fixture comes from the artifact store: the manifest's folder may not be on this machine.
     """
-    from evalq.workers.runner import effective_limits
-
     fixture = cached_fixture(open_store(settings.artifacts_url),
                              settings.home / "cache" / "fixtures", trial.fixture_ref,
                              trial.fixture_digest)

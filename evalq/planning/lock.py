@@ -35,7 +35,7 @@ def write_planning(study: Any, plan: dict[str, Any]) -> tuple[dict[str, Any], An
 
     Returns the lock and its path; ``lock_digest`` is unchanged by this.
     """
-    from evalq.manifest import freeze, verify_lock
+    from evalq.study.lock import freeze, verify_lock
 
     lock = verify_lock(study) or freeze(study)
     lock = dict(lock, **{SECTION: planning_section(plan)})

@@ -18,7 +18,7 @@ from evalq.planning.pilot import Pilot
 from evalq.planning.simulate import (DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES, DEFAULT_SIMULATIONS, pilot_sampler,
                        power_grid, smallest_design)
 
-SCHEMA = "evalq.plan/1"
+SCHEMA = "evalq.study.order/1"
 DEFAULT_TASKS = (10, 20, 30, 50, 75, 100, 150, 200)
 DEFAULT_REPETITIONS = (1, 2, 3, 5)
 SUPPORTED_METRICS = ("tpr",)
@@ -137,7 +137,7 @@ def make_plan(study: Any, pilot: Pilot, target: PlanTarget = PlanTarget(), *,
               simulations: int = DEFAULT_SIMULATIONS, permutations: int = DEFAULT_PERMUTATIONS,
               resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
               baseline: Optional[str] = None, candidate: Optional[str] = None) -> dict[str, Any]:
-    """The whole plan as plain data; ``study`` is a loaded manifest (evalq.manifest.Study)."""
+    """The whole plan as plain data; ``study`` is a loaded manifest (evalq.study.manifest.Study)."""
     target.check()
     shape = StudyShape.of(study)
     if shape.metric not in SUPPORTED_METRICS:

@@ -21,7 +21,7 @@ from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
 from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
-from evalq.tracks import UNTRACKED, group_by_track, task_labels
+from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
 SCHEMA_VERSION = "2.0"

@@ -20,7 +20,8 @@ from evalq.errors import EvalqError, InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
 from evalq.fixtures.archive import pack_workspace
-from evalq.models import Limits, StudyManifest
+from evalq.models import StudyManifest
+from evalq.study.budgets import effective_limits
 from evalq.results.store import claim, init_db, is_cancelled, mark_state, renew
 from evalq.workers.agents import AgentContext, get_adapter
 from evalq.workers.diff import workspace_diff
@@ -51,18 +52,6 @@ class Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-
-
-def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
-    """The tighter of the fixture's own limits and the study's budgets."""
-    budget = manifest.budgets
-
-    def tighter(a, b):
-        return b if a is None else a if b is None else min(a, b)
-
-    return Limits(wall_seconds=tighter(fixture_limits.wall_seconds, budget.wall_seconds),
-                  max_steps=tighter(fixture_limits.max_steps, budget.max_steps),
-                  max_cost_usd=tighter(fixture_limits.max_cost_usd, budget.max_cost_usd))
 
 
 def _send(task_name: str, payload: dict) -> None:
@@ -135,7 +124,7 @@ class _StopPoll:
 
 def _with_installed_skill(store, lock: dict, condition, profile):
     """The condition with its skill unpacked (from the store, digest-checked) into this run."""
-    from evalq.skills import install_published_skill
+    from evalq.study.skills import install_published_skill
 
     entry = (lock.get("published_skills") or {}).get(condition.name)
     if entry is None:
@@ -236,6 +225,3 @@ def _store_artifacts(store, fixture, profile, result) -> dict:
     refs["metrics"] = store.put(json.dumps(result.metrics.model_dump(mode="json"),
                                            sort_keys=True).encode())
     return refs
-
-
-__all__ = ["run_trial_message", "effective_limits", "InfrastructureError"]

@@ -106,11 +106,12 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
     assert "cost: $0.70 at the pilot's median run" in text.stdout
 
     # The plan goes into the lock without changing the lock's digest.
-    from evalq.manifest import build_lock, load_study, verify_lock
+    from evalq.study.lock import build_lock, verify_lock
+    from evalq.study.manifest import load_manifest
 
     written = cli([*args, "--write-lock"], home)
     assert written.returncode == 0, written.stderr
-    study = load_study(main)
+    study = load_manifest(main)
     lock = json.loads(study.lock_path.read_text())
     assert lock["lock_digest"] == build_lock(study)["lock_digest"]
     assert verify_lock(study)["lock_digest"] == lock["lock_digest"]

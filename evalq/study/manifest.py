@@ -1,20 +1,19 @@
-"""Study manifests: loading, validation beyond types, and freezing into a lock (SPEC S1, S2)."""
+"""Study manifests: loading and validation beyond types (SPEC S1); the lock is in lock.py."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from evalq import __version__
-from evalq.digest import data_digest
 from evalq.errors import UserError
 from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
+from evalq.study.skills import resolve_skill
+from evalq.study.tracks import check_tracks
+from evalq.workers.agents import validate_condition
 from evalq.fileio import load_document, validation_error
-from evalq.fileio import write_json_atomic
 
 LOCK_SUFFIX = ".lock.json"
 
@@ -70,8 +69,6 @@ def _check_references(manifest: StudyManifest, path: Path) -> None:
                 raise UserError(f"'{getattr(hyp, side)}' is not a condition of this study",
                                 file=path, field=f"hypotheses.{i}.{side}",
                                 fix=f"use one of {', '.join(names)}")
-    from evalq.workers.agents import validate_condition
-
     for i, condition in enumerate(manifest.conditions):
         problem = validate_condition(condition)
         if problem:
@@ -79,7 +76,7 @@ def _check_references(manifest: StudyManifest, path: Path) -> None:
             raise UserError(message, file=path, field=f"conditions.{i}.{field}", fix=fix)
 
 
-def load_study(path: str | Path, verify_fixtures: bool = True) -> Study:
+def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
     """Parse and validate a manifest and every fixture it names; one-line errors for people."""
     path = Path(path).resolve()
     data = load_document(path)
@@ -99,82 +96,7 @@ def load_study(path: str | Path, verify_fixtures: bool = True) -> Study:
                                 fix="list each fixture once")
             seen[fixture.id] = folder
             fixtures.append(fixture)
-    from evalq.skills import resolve_skill
-    from evalq.tracks import check_tracks
-
     check_tracks(manifest, fixtures, path)
     skills = {c.name: resolve_skill(c.skill, path, i)
               for i, c in enumerate(manifest.conditions) if c.skill}
     return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills)
-
-
-def build_lock(study: Study) -> dict:
-    """Everything a result depends on, by digest; lock_digest is the study's identity."""
-    body = {
-        "study_id": study.id,
-        "manifest_digest": data_digest(study.manifest.model_dump(mode="json")),
-        "fixtures": {f.id: {"digest": f.digest, "workspace_digest": f.spec.workspace_digest}
-                     for f in study.fixtures},
-        "suite_digest": data_digest(sorted(f.digest for f in study.fixtures)),
-        "seed": study.manifest.seed,
-        "repetitions": study.manifest.repetitions,
-    }
-    if study.skills:
-        from evalq.skills import skill_digests
-
-        body["skills"] = skill_digests(study.skills)
-    lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
-    return lock
-
-
-def freeze(study: Study, force: bool = False) -> dict:
-    """Write the lock next to the manifest. A lock that disagrees is only replaced with force.
-
-    A forced re-freeze keeps the old lock's planning section (it lies outside lock_digest): the
-    usual path is plan, adopt the chosen design in the manifest, re-freeze, and the
-    pre-registration record must survive that step.
-    """
-    lock = build_lock(study)
-    target = study.lock_path
-    try:
-        existing = _read_lock(target) if target.exists() else None
-    except UserError:
-        if not force:
-            raise
-        existing = None  # a corrupt lock is what --force is for
-    if existing is not None and not force:
-        if existing.get("lock_digest") != lock["lock_digest"]:
-            raise UserError("the study is already frozen with different inputs", file=target,
-                            fix="give the changed study a new id, or pass --force to re-freeze "
-                                "(earlier results then become exploratory)")
-        return existing
-    if existing and "planning" in existing:
-        lock["planning"] = existing["planning"]
-    write_json_atomic(target, lock, sort_keys=True)
-    return lock
-
-
-def _read_lock(target: Path) -> dict:
-    try:
-        return json.loads(target.read_text())
-    except json.JSONDecodeError:
-        raise UserError("lock file is not valid JSON", file=target,
-                        fix="restore it from version control or re-freeze with --force") from None
-
-
-def verify_lock(study: Study) -> dict | None:
-    """The lock if the study matches it; None when unfrozen; refuses a changed frozen input."""
-    target = study.lock_path
-    if not target.exists():
-        return None
-    existing = _read_lock(target)
-    current = build_lock(study)
-    if existing.get("lock_digest") == current["lock_digest"]:
-        return existing
-    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills")
-               if existing.get(key) != current.get(key)]
-    old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]
-    changed += [f"fixtures.{k}" for k in sorted(set(old_fx) | set(new_fx))
-                if old_fx.get(k, {}).get("digest") != new_fx.get(k, {}).get("digest")]
-    raise UserError(f"frozen inputs changed since the study was frozen: {', '.join(changed)}",
-                    file=target, fix="restore them, or freeze a new study with a new id")
