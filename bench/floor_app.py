@@ -1,7 +1,7 @@
 """The floor: the same three Celery hops as a trial, doing nothing but one raw sandbox start.
 
 agents → grading (runs `bwrap … true` or `docker run --rm … true`) → results (counts in Redis).
-It uses evalq's own Celery settings (evalq.queue.configure) and queue names, so the only
+It uses evalq's own Celery settings (evalq.queue.app.configure) and queue names, so the only
 difference from a real trial is evalq's work: claims, fixtures, the agent process, artifacts,
 grading and the database upsert. Workers: `celery -A bench.floor_app worker -Q agents`.
 """
@@ -15,7 +15,7 @@ import time
 from celery import Celery
 
 from evalq.config import load_settings
-from evalq.queue import configure
+from evalq.queue.app import configure
 
 app = configure(Celery("bench_floor"), load_settings())
 app.conf.task_routes = {"bench.floor_agent": {"queue": "agents"},

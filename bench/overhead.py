@@ -22,7 +22,7 @@ from pathlib import Path
 from celery import Celery
 
 from evalq.config import Settings
-from evalq.queue import QUEUES, configure
+from evalq.queue.app import QUEUES, configure
 
 from .figures import Figure, ratio
 from .floor_app import raw_start
@@ -109,9 +109,9 @@ def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdi
     from sqlalchemy import func
     from sqlmodel import Session, select
 
-    from evalq.launch import register_study, send_trials
+    from evalq.queue.launch import register_study, send_trials
     from evalq.study.manifest import load_manifest
-    from evalq.queue import app
+    from evalq.queue.app import app
     from evalq.results.store import AttemptRow, attempts_of
 
     env = child_env(settings.env())
@@ -184,12 +184,13 @@ def agent_process_starts(n: int) -> dict:
 def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     """cProfile of the three task bodies run in this process (broker DB 1: no worker reads it)."""
     from evalq.graders.grade import grade_workspace
-    from evalq.launch import register_study, send_trials
+    from evalq.queue.launch import register_study, send_trials
     from evalq.study.manifest import load_manifest
-    from evalq.queue import app
+    from evalq.queue.app import app
     from evalq.results.store import record_attempt, trials_of
+    from evalq.queue.tasks import send
     from evalq.workers.runner import run_trial_message
-    from evalq.launch import message_for
+    from evalq.queue.messages import message_for
 
     side = Settings(**{**settings.__dict__, "broker_url": settings.broker_url.rsplit("/", 1)[0]
                        + "/1"})
@@ -203,7 +204,8 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     out: dict = {}
     for name, body in (
         ("agent task (run_trial_message)",
-         lambda t: run_trial_message(message_for(t, 1, 3), hostname="p@bench", settings=side)),
+         lambda t: run_trial_message(message_for(t, 1, 3), send, hostname="p@bench",
+                                     settings=side)),
         (f"grading ({settings.sandbox} sandbox)",
          lambda t: grade_workspace(fixture, fixture.workspace_dir, sandbox=settings.sandbox)),
         ("results upsert (record_attempt)",

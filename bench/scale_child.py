@@ -24,10 +24,10 @@ def _peak_rss_mib() -> float:
 
 def plan(manifest: str) -> dict:
     from evalq.config import load_settings
-    from evalq.launch import register_study, send_trials
+    from evalq.queue.launch import register_study, send_trials
     from evalq.study.manifest import load_manifest
     from evalq.study.order import plan_trials
-    from evalq.queue import app, configure
+    from evalq.queue.app import app, configure
 
     settings = load_settings()
     configure(app, settings)

@@ -1,7 +1,7 @@
 """Batched sending on Redis: messages filled from a template are the messages Celery would send.
 
 The launcher sends the first run_trial through `app.send_task` and fills a template for the
-rest (evalq.publish). If a Celery or kombu upgrade changes the message format, the comparison
+rest (evalq.queue.publish). If a Celery or kombu upgrade changes the message format, the comparison
 here fails before any worker sees a malformed message.
 """
 
@@ -14,8 +14,8 @@ import redis
 from celery import Celery, signals
 
 from evalq.config import load_settings
-from evalq.publish import batch_sender
-from evalq.queue import configure
+from evalq.queue.publish import batch_sender
+from evalq.queue.app import configure
 
 IDS = ("id", "root_id", "correlation_id", "delivery_tag")
 

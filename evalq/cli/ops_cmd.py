@@ -14,7 +14,7 @@ from evalq.cli.common import engine_and_settings, study_id_of
 
 
 def _app(settings):
-    from evalq.queue import app, configure
+    from evalq.queue.app import app, configure
 
     return configure(app, settings)
 
@@ -42,7 +42,7 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
     """With no broker, run local workers until the sent attempts settle, then rewrite the report."""
     if not settings.embedded or not keys:
         return
-    from evalq.embedded import LocalWorkers, wait_for_study
+    from evalq.queue.embedded import LocalWorkers, wait_for_study
     from evalq.cli.run_cmd import _progress, write_study_report
 
     workers = LocalWorkers.start(settings)

@@ -57,10 +57,10 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
     """
-    from evalq.embedded import LocalWorkers, wait_for_study
-    from evalq.launch import make_sweeper, register_study, send_trials, settings_for_study
+    from evalq.queue.embedded import LocalWorkers, wait_for_study
+    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
     from evalq.study.manifest import load_manifest
-    from evalq.queue import app, configure
+    from evalq.queue.app import app, configure
 
     settings = load_settings()
     study = load_manifest(manifest)
@@ -120,7 +120,7 @@ def _cancelled_and_quiet(engine, study_id: str):
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
     """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
-    from evalq.queue import QUEUES, app
+    from evalq.queue.app import QUEUES, app
 
     settings = load_settings()
     wanted = [q.strip() for q in queues.split(",") if q.strip()]

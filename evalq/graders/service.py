@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
@@ -14,10 +15,10 @@ from evalq.graders.grade import GRADER_VERSION, grade_archive
 log = logging.getLogger("evalq.grading")
 
 
-def grade_message(payload: dict, hostname: str = "", settings: Settings | None = None) -> str:
+def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: str = "",
+                  settings: Settings | None = None) -> str:
+    """Grade one attempt; `send(task_name, payload)` hands the result to the results queue."""
     settings = settings or load_settings()
-    from evalq.queue import app
-
     started = time.time()
     try:
         store = open_store(settings.artifacts_url)
@@ -37,5 +38,5 @@ def grade_message(payload: dict, hostname: str = "", settings: Settings | None =
     grade["started_at"] = started
     message = dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
                    graded_at=time.time())
-    app.send_task("evalq.record_result", args=[message])
+    send("evalq.record_result", message)
     return outcome

@@ -19,9 +19,9 @@ from evalq.fixtures.cache import cached_fixture
 from evalq.models import StudyManifest
 from evalq.results.store import (AttemptRow, TrialRow, create_attempts, latest_attempts, read_study,
                      set_cancelled)
-from evalq.launch import publish_run_messages
+from evalq.queue.launch import publish_run_messages
 from evalq.study.budgets import effective_limits, time_limits_for
-from evalq.ops.recovery import grading_payload
+from evalq.queue.messages import grading_payload
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
 REGRADABLE = ("grading_failure", "correct", "incorrect")

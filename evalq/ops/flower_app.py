@@ -6,7 +6,7 @@ connection pool (sized for workers) would make them wait on one another, so it i
 
 from __future__ import annotations
 
-from evalq.queue import app
+from evalq.queue.app import app
 
 app.conf.broker_pool_limit = None
 

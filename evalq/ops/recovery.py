@@ -13,34 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional
+from typing import Optional
 
-from evalq.results.store import AttemptRow, TrialRow, latest_attempts
+from evalq.queue.messages import grading_payload
+from evalq.results.store import latest_attempts
 
 log = logging.getLogger("evalq.recovery")
-
-GRADE_FIELDS = ("worker_host", "worker_env", "started_at", "agent_finished_at", "metrics",
-                "artifacts")
-
-
-def trial_ref(trial: TrialRow, attempt: int) -> dict[str, Any]:
-    return {"study_id": trial.study_id, "trial_id": trial.id, "attempt": attempt,
-            "fixture_id": trial.fixture_id, "condition": trial.condition,
-            "repetition": trial.repetition, "fixture_ref": trial.fixture_ref,
-            "fixture_digest": trial.fixture_digest}
-
-
-def grading_payload(trial: TrialRow, row: AttemptRow, regrade: bool = False) -> dict[str, Any]:
-    """The grade_trial message for a stored attempt: ids and artifact references only."""
-    payload = trial_ref(trial, row.attempt)
-    for name in GRADE_FIELDS:
-        value = getattr(row, name)
-        if value is not None:
-            payload[name] = value
-    if regrade:
-        payload["regrade"] = True
-    return payload
-
 
 def stranded(engine, study_id: str, grading_grace: float,
              now: Optional[float] = None) -> tuple[list, list]:

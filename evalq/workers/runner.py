@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import uuid
+from typing import Callable
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
@@ -22,7 +23,8 @@ from evalq.fixtures.fixture import materialize
 from evalq.fixtures.archive import pack_workspace
 from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
-from evalq.results.store import claim, init_db, is_cancelled, mark_state, renew
+from evalq.queue.messages import result_payload
+from evalq.results.store import claim, init_db, is_cancelled, mark_state, read_study, renew
 from evalq.workers.agents import AgentContext, get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
@@ -30,6 +32,9 @@ from evalq.workers.profile import new_profile
 from evalq.workers.redact import default_redactor, install_log_redaction
 
 log = logging.getLogger("evalq.runner")
+
+#: publishes one message: (task name, payload)
+Send = Callable[[str, dict], None]
 
 
 class Heartbeat(threading.Thread):
@@ -52,16 +57,6 @@ class Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self.stopped.set()
-
-
-def _send(task_name: str, payload: dict) -> None:
-    """Publish, retrying for about a minute while the broker is away (a Redis restart)."""
-    from evalq.queue import app
-
-    payload = default_redactor().obj(payload)  # no credential reaches a DB row (SPEC R3)
-    app.send_task(task_name, args=[payload], retry=True,
-                  retry_policy={"max_retries": 30, "interval_start": 0.5, "interval_step": 0.5,
-                                "interval_max": 2.0})
 
 
 def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
@@ -89,13 +84,6 @@ def _check_visibility(ref: dict, settings: Settings) -> None:
                     "will re-deliver long trials (the lease keeps them from running twice); "
                     "set EVALQ_MAX_TRIAL_SECONDS on every worker", settings.visibility_timeout,
                     needed)
-
-
-def _result_payload(ref: dict, **fields) -> dict:
-    base = {k: ref[k] for k in ("study_id", "trial_id", "attempt", "fixture_id", "condition",
-                                "repetition", "fixture_ref", "fixture_digest")}
-    base.update(fields)
-    return base
 
 
 class _StopPoll:
@@ -134,8 +122,14 @@ def _with_installed_skill(store, lock: dict, condition, profile):
     return condition.model_copy(update={"skill": str(path)})
 
 
-def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None = None) -> str:
+def run_trial_message(ref: dict, send: Send, hostname: str = "",
+                      settings: Settings | None = None) -> str:
+    """Run one attempt; `send(task_name, payload)` hands the next message to the queue."""
     settings = settings or load_settings()
+
+    def _send(task_name: str, payload: dict) -> None:
+        send(task_name, default_redactor().obj(payload))  # no credential in a DB row (SPEC R3)
+
     install_log_redaction()
     engine = _db_retry(init_db, settings.database_url)
     _check_visibility(ref, settings)
@@ -146,7 +140,7 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
     if not ok:
         log.info("not running %s#%s: %s", ref["trial_id"], ref["attempt"], why)
         if why == "claim cap reached":
-            _send("evalq.record_result", _result_payload(
+            _send("evalq.record_result", result_payload(
                 ref, outcome="infrastructure_failure", worker_host=host,
                 reason="the trial was claimed too many times (its worker keeps dying)"))
         return why
@@ -159,8 +153,6 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        from evalq.results.store import read_study
-
         study_row = read_study(engine, ref["study_id"])
         manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
@@ -182,7 +174,7 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
             return "lease lost to another worker"
         artifacts = _store_artifacts(store, fixture, profile, result)
         finished = time.time()
-        payload = _result_payload(ref, **common, agent_finished_at=finished,
+        payload = result_payload(ref, **common, agent_finished_at=finished,
                                   metrics=result.metrics.model_dump(mode="json"),
                                   artifacts=artifacts)
         if result.timed_out:
@@ -201,7 +193,7 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
     except (EvalqError, OSError, StopIteration) as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("infrastructure failure in %s#%s: %s", ref["trial_id"], ref["attempt"], reason)
-        _send("evalq.record_result", _result_payload(ref, **common, outcome=
+        _send("evalq.record_result", result_payload(ref, **common, outcome=
                                                      "infrastructure_failure", reason=reason))
         return "infrastructure_failure"
     finally:

@@ -1,7 +1,7 @@
 """compose.yaml against the code: services, commands and environment match what evalq reads.
 
 The expected names come from evalq itself (evalq.config.ENV_KEYS, the click commands' options,
-evalq.queue.QUEUES), so a renamed setting or option fails here instead of in a deployment.
+evalq.queue.app.QUEUES), so a renamed setting or option fails here instead of in a deployment.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 
 from evalq.cli import main as cli_main
 from evalq.config import ENV_KEYS
-from evalq.queue import QUEUES
+from evalq.queue.app import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"

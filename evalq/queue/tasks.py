@@ -7,31 +7,37 @@ import logging
 from sqlalchemy.exc import DBAPIError
 
 from evalq.graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
-from evalq.queue import app
+from evalq.graders.service import grade_message
+from evalq.queue.app import app
+from evalq.results.service import record_message
+from evalq.workers.runner import run_trial_message
 
-log = logging.getLogger("evalq.tasks")
+log = logging.getLogger("evalq.queue.tasks")
+
+#: while the broker is away (a Redis restart), a hop keeps trying for about a minute
+RETRY_POLICY = {"max_retries": 30, "interval_start": 0.5, "interval_step": 0.5,
+                "interval_max": 2.0}
+
+
+def send(task_name: str, payload: dict) -> None:
+    """Publish the next hop's message; every hop (agents, grading) retries the same way."""
+    app.send_task(task_name, args=[payload], retry=True, retry_policy=RETRY_POLICY)
 
 
 @app.task(name="evalq.run_trial", bind=True)
 def run_trial(self, ref: dict) -> str:
     """Agents queue: claim the attempt, run the agent in a fresh profile, hand off to grading."""
-    from evalq.workers.runner import run_trial_message
-
-    return run_trial_message(ref, hostname=self.request.hostname or "")
+    return run_trial_message(ref, send, hostname=self.request.hostname or "")
 
 
 @app.task(name="evalq.grade_trial", bind=True)
 def grade_trial(self, payload: dict) -> str:
     """Grading queue: hidden tests over the stored final workspace, in the sandbox."""
-    from evalq.graders.service import grade_message
-
-    return grade_message(payload, hostname=self.request.hostname or "")
+    return grade_message(payload, send, hostname=self.request.hostname or "")
 
 
 @app.task(name="evalq.record_result", autoretry_for=(DBAPIError,), retry_backoff=1,
           retry_backoff_max=10, retry_jitter=False, max_retries=60)
 def record_result(payload: dict) -> str:
     """Results queue: the only writer of outcomes (an idempotent upsert)."""
-    from evalq.results.service import record_message
-
     return record_message(payload)

@@ -18,7 +18,8 @@ from evalq.artifacts import open_store
 from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
 from evalq.fixtures.cache import publish_fixture
-from evalq.publish import batch_sender
+from evalq.queue.messages import arguments_shown, message_for
+from evalq.queue.publish import batch_sender
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
 from evalq.study.budgets import longest_trial_seconds, task_limits
@@ -61,16 +62,6 @@ def register_study(study: Study, settings: Settings):
     return engine, lock
 
 
-def message_for(trial: TrialRow, attempt: int, max_claims: int,
-                visibility_timeout: int | None = None) -> dict:
-    from evalq.ops.recovery import trial_ref
-
-    message = dict(trial_ref(trial, attempt), max_claims=max_claims)
-    if visibility_timeout is not None:
-        message["visibility_timeout"] = visibility_timeout  # workers warn if theirs is shorter
-    return message
-
-
 def settings_for_study(settings: Settings, study: Study) -> Settings:
     """Settings whose visibility timeout covers the study's longest trial (about twice it).
 
@@ -80,11 +71,6 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
     if longest <= settings.max_trial_seconds:
         return settings
     return dataclasses.replace(settings, max_trial_seconds=longest)
-
-
-def arguments_shown(trial_id: str, attempt: int) -> str:
-    """What Flower shows as a task's arguments: readable, and cheaper than Celery's saferepr."""
-    return f"trial={trial_id} attempt={attempt}"
 
 
 def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:

@@ -1,6 +1,6 @@
 """The Celery app: three queues (agents, grading, results) and settings for hour-long trials.
 
-`celery -A evalq.queue worker -Q agents` works as well as `evalq worker --queues agents`.
+`celery -A evalq.queue.app worker -Q agents` works as well as `evalq worker --queues agents`.
 With no EVALQ_BROKER_URL, the broker is kombu's filesystem transport under EVALQ_HOME: the
 embedded default, with no server at all (SPEC D5).
 """
@@ -75,6 +75,6 @@ def configure(app: Celery, settings: Settings | None = None) -> Celery:
     return app
 
 
-app = configure(Celery("evalq"))
-
-from evalq import tasks  # noqa: E402,F401  (registers the tasks on `app`)
+#: Workers import the task module named in `include` when they start; the app itself does not,
+#: so senders (the launcher, ops) never load the runner or the grader.
+app = configure(Celery("evalq", include=["evalq.queue.tasks"]))

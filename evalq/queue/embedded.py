@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evalq.config import Settings
-from evalq.queue import QUEUES
+from evalq.queue.app import QUEUES
 
 WORKER_START_TIMEOUT = 60
 
@@ -41,7 +41,7 @@ class LocalWorkers:
         log_dir = self.settings.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log = open(log_dir / f"embedded-worker-{index}.log", "ab")
-        argv = [sys.executable, "-m", "celery", "-A", "evalq.queue", "worker",
+        argv = [sys.executable, "-m", "celery", "-A", "evalq.queue.app", "worker",
                 "-Q", ",".join(QUEUES), "-c", str(self.concurrency), "-P", "prefork",
                 "-n", f"embedded{index}-{os.getpid()}@%h", "--without-gossip",
                 "--without-mingle", "--without-heartbeat", "-l", "WARNING"]
