@@ -170,7 +170,7 @@ def agent_process_starts(n: int) -> dict:
     import json
     import sys
 
-    argv = [sys.executable, "-m", "evalq.scripted_agent",
+    argv = [sys.executable, "-m", "evalq.workers.agents.scripted_process",
             json.dumps({"action": "noop"})]
     times = []
     for _ in range(n + 1):

@@ -97,7 +97,8 @@ def seed(study_id: str, tasks: int, reps: int) -> dict:
 def report(study_id: str, out_dir: str, traced: bool) -> dict:
     """compute_report + JSON and Markdown files; `traced` adds tracemalloc (slower, for its peak)."""
     from evalq.config import load_settings
-    from evalq.report import compute_report, write_reports
+    from evalq.report.compute import compute_report
+    from evalq.report.write import write_reports
     from evalq.results.store import init_db
 
     engine = init_db(load_settings().database_url)
@@ -106,7 +107,7 @@ def report(study_id: str, out_dir: str, traced: bool) -> dict:
     started = time.perf_counter()
     computed = compute_report(engine, study_id)
     computed_at = time.perf_counter()
-    paths = write_reports(computed, Path(out_dir))
+    paths = write_reports(computed, Path(out_dir), ("json", "md"))
     finished = time.perf_counter()
     result = {"attempts": computed["trials"]["finished"], "seconds": finished - started,
               "compute_seconds": computed_at - started,

@@ -6,7 +6,7 @@ import pytest
 
 from evalq.fixtures.fixture import load_fixture
 from evalq.graders.grade import classify, grade_workspace, prepare_reference
-from evalq.graders.reports import parse_junit, parse_tap
+from evalq.graders.test_reports import parse_junit, parse_tap
 from evalq.graders.sandbox.base import ExecResult
 from evalq.models import Criterion, Outcome
 from conftest import copy_fixture

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from evalq import stats
 from evalq.stats.bootstrap import DEFAULT_RESAMPLES
-from evalq.analysis.metrics import METRICS, MISSING_REASON, task_values
+from evalq.analysis.condition_metrics import METRICS, MISSING_REASON, task_values
 from evalq.analysis.runs import Run
 
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from evalq.digest import data_digest
 from evalq.errors import UserError
-from evalq.results.store import AttemptRow, StudyRow, TrialRow, init_db, record_attempt, save_study
+from evalq.results.store import StudyRow, TrialRow, init_db, record_attempt, save_study
 from evalq.analysis.jsonl import read_jsonl, require
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
 
@@ -204,5 +204,3 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                          adjudications=sum(len(v) for v in adjudications.values()),
                          lock_digest=lock["lock_digest"])
 
-
-__all__ = ["import_results", "ImportSummary", "AttemptRow"]

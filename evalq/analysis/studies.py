@@ -10,7 +10,7 @@ from typing import Any
 from evalq.errors import UserError
 from evalq.stats.bootstrap import DEFAULT_RESAMPLES
 from evalq.analysis.compare import Pair, compare_pairs
-from evalq.analysis.metrics import condition_metrics
+from evalq.analysis.condition_metrics import condition_metrics
 from evalq.analysis.pinned import describe, incompatible_fields, pinned_inputs
 from evalq.analysis.runs import condition_names, study_runs
 

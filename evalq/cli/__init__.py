@@ -20,28 +20,17 @@ def main() -> None:
 
 
 def _register() -> None:
+    """Every command; an import that fails here is a broken install and must say so."""
     from evalq.cli import ops_cmd, run_cmd, study_cmd
-
-    main.add_command(study_cmd.study)
     from evalq.cli.agents_cmd import agents
-
-    main.add_command(agents)
+    from evalq.cli.analysis_cmd import COMMANDS as analysis_commands
+    from evalq.cli.fixtures_cmd import fixtures, grade
     from evalq.cli.plan_cmd import plan
 
-    main.add_command(plan)
-    for command in (run_cmd.run, run_cmd.worker, run_cmd.report, ops_cmd.status,
-                    ops_cmd.resubmit, ops_cmd.regrade, ops_cmd.cancel, ops_cmd.flower):
+    for command in (study_cmd.study, agents, plan, run_cmd.run, run_cmd.worker, run_cmd.report,
+                    ops_cmd.status, ops_cmd.resubmit, ops_cmd.regrade, ops_cmd.cancel,
+                    ops_cmd.flower, *analysis_commands, fixtures, grade):
         main.add_command(command)
-    from evalq.cli.analysis_cmd import COMMANDS as analysis_commands
-
-    for command in analysis_commands:
-        main.add_command(command)
-    try:
-        from evalq.cli.fixtures_cmd import fixtures, grade
-    except ImportError:
-        return
-    main.add_command(fixtures)
-    main.add_command(grade)
 
 
 _register()

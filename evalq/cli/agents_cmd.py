@@ -16,7 +16,7 @@ def agents() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per adapter.")
 def list_agents(as_json: bool) -> None:
     """Show each adapter, whether its executable is installed, and where (EVALQ_AGENT_PATH, PATH)."""
-    from evalq.workers.agents import ADAPTERS
+    from evalq.workers.agents.registry import ADAPTERS
 
     rows = []
     for name, adapter in sorted(ADAPTERS.items()):

@@ -21,7 +21,7 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
 
     Refuses, naming the differing field, when their pinned inputs differ.
     """
-    from evalq.analysis.metrics import LABELS
+    from evalq.analysis.condition_metrics import LABELS
     from evalq.analysis.studies import compare_studies
     from evalq.report import fmt
     from evalq.fileio import write_text_atomic

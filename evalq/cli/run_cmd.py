@@ -9,7 +9,8 @@ import click
 
 from evalq.config import load_settings
 from evalq.errors import UserError
-from evalq.report import compute_report, write_reports
+from evalq.report.compute import compute_report
+from evalq.report.write import write_reports
 from evalq.cli.common import engine_and_settings, report_dir, study_id_of
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from evalq.errors import SandboxError
 from evalq.fixtures.fixture import Fixture, materialize
-from evalq.fixtures.overlay import apply_overlay, copy_tree
+from evalq.fixtures.overlay import apply_overlay
 from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.protect import protected_patterns, reset_grader_files
-from evalq.graders.reports import ReportError, parse_junit, parse_tap
+from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
 from evalq.graders.sandbox.owner import owned_name
 from evalq.graders.sandbox.scratch import DIR_PREFIX
@@ -152,6 +152,3 @@ def prepare_reference(fixture: Fixture, solution: str | None, dest: Path) -> Pat
         apply_overlay(fixture.solution_dir(solution), dest)
     return dest
 
-
-__all__ = ["grade_workspace", "grade_archive", "prepare_reference", "classify", "GRADER_ENV",
-           "GRADER_VERSION", "copy_tree"]

@@ -35,7 +35,6 @@ class LaunchSummary:
     sent: int
     finished: int
     in_flight: int
-    lock_digest: str
 
 
 def register_study(study: Study, settings: Settings):
@@ -152,4 +151,4 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
                  if r.outcome is None and r.state == "grading" and r.artifacts]
         send_grading(app, stuck)
     return LaunchSummary(planned=len(trials), sent=len(to_send), finished=finished,
-                         in_flight=in_flight, lock_digest=study.lock_path.name)
+                         in_flight=in_flight)

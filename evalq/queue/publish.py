@@ -5,8 +5,8 @@ sends it with its own round trips; for a study of 100,000 trials that dominates 
 On the Redis transport a Batch sends the first message of a kind through `app.send_task`,
 keeps what Celery and kombu made of it as a template, and fills that template for the others:
 a fresh task id and delivery tag, the arguments, their readable form and the time limits. The
-pushes go through one non-transactional pipeline. `template_matches_celery` in the tests
-compares a filled message with one Celery builds itself, so an upgrade that changes the
+pushes go through one non-transactional pipeline. `test_filled_messages_equal_celerys_own`
+(tests/test_publish.py) compares a filled message with one Celery builds itself, so an upgrade that changes the
 format is caught.
 """
 

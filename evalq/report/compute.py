@@ -12,10 +12,10 @@ from typing import Any
 
 from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
-from evalq.analysis.cost import condition_cost, condition_tokens, skill_activation
-from evalq.analysis.metrics import METRIC_OUTCOMES, condition_metrics, task_values
+from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
+from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, task_values
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
-from evalq.analysis.reliability import reliability as reliability_block
+from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag

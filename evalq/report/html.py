@@ -10,7 +10,7 @@ import re
 from html import escape
 from typing import Any
 
-from evalq.analysis.metrics import LABELS
+from evalq.analysis.condition_metrics import LABELS
 from evalq.report.charts import forest_plot, outcomes_chart, pass_rate_grid
 from evalq.report.markdown import render_markdown
 

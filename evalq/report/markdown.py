@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalq.analysis.metrics import LABELS, METRICS
+from evalq.analysis.condition_metrics import LABELS, METRICS
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments

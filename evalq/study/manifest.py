@@ -12,7 +12,7 @@ from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_f
 from evalq.models import StudyManifest
 from evalq.study.skills import resolve_skill
 from evalq.study.tracks import check_tracks
-from evalq.workers.agents import validate_condition
+from evalq.workers.agents.registry import validate_condition
 from evalq.fileio import load_document, validation_error
 
 LOCK_SUFFIX = ".lock.json"

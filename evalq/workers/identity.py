@@ -12,7 +12,7 @@ from evalq import __version__
 
 @lru_cache(maxsize=1)
 def worker_environment() -> dict:
-    from evalq.workers.agents import ADAPTERS
+    from evalq.workers.agents.registry import ADAPTERS
 
     tools = {}
     for name, adapter in sorted(ADAPTERS.items()):

@@ -25,7 +25,8 @@ from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
 from evalq.queue.messages import result_payload
 from evalq.results.store import claim, init_db, is_cancelled, mark_state, read_study, renew
-from evalq.workers.agents import AgentContext, get_adapter
+from evalq.workers.agents.base import AgentContext
+from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
 from evalq.workers.profile import new_profile

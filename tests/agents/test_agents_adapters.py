@@ -13,7 +13,8 @@ from evalq.errors import UserError
 from evalq.fixtures.fixture import load_fixture, materialize
 from evalq.models import Condition, Limits
 from evalq.proc import ProcResult
-from evalq.workers.agents import ADAPTERS, AgentContext, get_adapter, validate_condition
+from evalq.workers.agents.base import AgentContext
+from evalq.workers.agents.registry import ADAPTERS, get_adapter, validate_condition
 from evalq.workers.profile import new_profile
 from evalq.workers.redact import Redactor, RedactingFilter
 from evalq.workers.secrets import credentials, read_secrets_file

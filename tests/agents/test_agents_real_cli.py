@@ -11,7 +11,7 @@ import math
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.pricing import load_price_table
-from evalq.workers.agents.context import CHARS_PER_TOKEN, message_chars
+from evalq.workers.agents.context_estimate import CHARS_PER_TOKEN, message_chars
 from test_agents_support import (agent_path, attempts, copy_fixture,  # noqa: F401
                                  inventory_solution, run_study, write_manifest)
 

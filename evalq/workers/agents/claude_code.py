@@ -14,7 +14,7 @@ from typing import Any, Optional
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
-from evalq.workers.agents.skills import install_skill, loaded_from_tool_calls, skill_source
+from evalq.workers.agents.skill_install import install_skill, loaded_from_tool_calls, skill_source
 from evalq.workers.agents.streams import jsonl_events, opt_int
 
 DEFAULT_TOOLS = "Bash,Edit,Write,Read,Glob,Grep"

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
-from evalq.workers.agents.context import per_request
+from evalq.workers.agents.context_estimate import per_request
 from evalq.workers.agents.streams import opt_int, opt_sum
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",

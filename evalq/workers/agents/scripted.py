@@ -29,6 +29,7 @@ from evalq.errors import InfrastructureError
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.streams import jsonl_events
 
 ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -68,15 +69,10 @@ class ScriptedAgent(AgentAdapter):
             plan["overlay"] = str(ctx.fixture.solution_dir(plan["solution"]))
         if ctx.condition.skill:
             plan["skill_path"] = ctx.condition.skill
-        return [sys.executable, "-m", "evalq.scripted_agent", json.dumps(plan)]
+        return [sys.executable, "-m", "evalq.workers.agents.scripted_process", json.dumps(plan)]
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
-        events = []
-        for line in proc.stdout.decode("utf-8", "replace").splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+        events = jsonl_events(proc.stdout)
         final = next((e for e in reversed(events) if e.get("type") == "result"), {})
         usage = final.get("usage") or {}
 
