@@ -29,7 +29,7 @@ demo: venv sandbox
 
 ## Install everything the tests need (system packages, Docker engine, grader images) and run them all.
 test: venv docker
-	EVALQ_AGENT_PATH="$$(bash scripts/install-test-agents.sh)" $(PY) -m pytest -q
+	EVALQ_AGENT_PATH="$$(bash scripts/install-test-agents.sh)" $(PY) -m pytest -q --basetemp=$(CURDIR)/.pytest-tmp
 
 bench: venv sandbox
 	$(PY) -m bench

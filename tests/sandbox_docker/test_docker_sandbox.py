@@ -218,9 +218,28 @@ def test_sleep_is_killed_at_the_timeout(run):
     assert 3 <= r.wall < 3 + MARGIN
 
 
+def _host_processes_with(marker: str) -> list[str]:
+    """Command lines of processes on the host (containers' included) that contain `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue  # exited while we looked
+            if marker in cmdline:
+                found.append(cmdline)
+    return found
+
+
 def test_process_ignoring_sigterm_and_detached_child_are_killed(run):
-    r = run(sh("trap '' TERM; (trap '' TERM; sleep 1000) & sleep 1000"), timeout_seconds=2)
+    # a unique duration marks the children, so the host's process table can be searched for them
+    marker = f"1000.{uuid.uuid4().int % 10**9:09d}"
+    r = run(sh(f"trap '' TERM; (trap '' TERM; sleep {marker}) & "
+               f"setsid sh -c 'trap \"\" TERM; sleep {marker}' & sleep {marker}"),
+            timeout_seconds=2)
     assert r.timed_out and r.wall < 2 + MARGIN, r
+    assert _host_processes_with(f"sleep {marker}") == [], "a child outlived its container"
 
 
 def test_output_is_capped(run):
