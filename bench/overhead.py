@@ -192,8 +192,8 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     from evalq.workers.runner import run_trial_message
     from evalq.queue.messages import message_for
 
-    side = Settings(**{**settings.__dict__, "broker_url": settings.broker_url.rsplit("/", 1)[0]
-                       + "/1"})
+    side = settings.model_copy(update={"broker_url": settings.broker_url.rsplit("/", 1)[0]
+                                                     + "/1"})
     study_id = f"bench-profile-{uuid.uuid4().hex[:6]}"
     study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, side)

@@ -14,11 +14,39 @@ import yaml
 from evalq.errors import UserError
 
 
+def read_text(path: Path, fix: str = "check the path") -> str:
+    """A user's text file as str; missing, unreadable or non-UTF-8 is one line, not a traceback."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError("file not found", file=path, fix=fix) from None
+    except OSError as exc:
+        raise UserError(f"cannot read it: {exc.strerror or exc}", file=path, fix=fix) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text (byte {exc.start} cannot be decoded: a binary file?)",
+                        file=path, fix="give a UTF-8 text file") from None
+
+
+def read_json_object(path: Path, what: str, fix: str) -> dict[str, Any]:
+    """A JSON file that must hold one object (a lock, a report): anything else is refused."""
+    try:
+        data = json.loads(read_text(path, fix))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what} is not valid JSON ({exc.msg}, line {exc.lineno})", file=path,
+                        fix=fix) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what} must be a JSON object, not {type(data).__name__}", file=path,
+                        fix=fix)
+    return data
+
+
 def load_document(path: Path) -> dict[str, Any]:
     """Parse a .toml, .yaml/.yml or .json file; syntax errors name the file and the line."""
     if not path.is_file():
         raise UserError("file not found", file=path, fix="check the path")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":

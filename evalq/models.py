@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any, Literal, Optional
+import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from enum import Enum
+from typing import Any, Literal, Optional, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Outcome(str, Enum):
@@ -106,20 +108,51 @@ class PinnedEnvironment(Strict):
     toolchain: Optional[str] = None
     permissions: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _no_study_keys(self) -> "PinnedEnvironment":
+        """Free-form pins are allowed, but not a study setting written in the wrong table."""
+        misplaced = sorted(set(self.model_extra or {}) & set(StudyManifest.model_fields))
+        if misplaced:
+            raise ValueError(f"'{misplaced[0]}' is a study setting, not a pinned environment "
+                             "value: move it to the top level of the manifest")
+        return self
+
+
+#: metrics a hypothesis or a primary metric may name: each is compared per task between two
+#: conditions (success_rate, pooled over runs, is reported but its paired form is TPR)
+MetricName = Literal["tpr", "rp_at_k", "pass_at_k", "pass_hat_k", "rfr", "cpr", "nrr"]
+COMPARABLE_METRICS: tuple[str, ...] = get_args(MetricName)
+
 
 class Hypothesis(Strict):
     id: str
-    metric: str
+    metric: MetricName
     baseline: str
     candidate: str
     primary: bool = True
     direction: Literal["greater", "less", "two-sided"] = "two-sided"
 
 
+#: a study id: also a folder name under EVALQ_HOME, so no separators and no leading dot
+STUDY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def check_study_id(value: str, field: str = "STUDY") -> str:
+    """`value` if it is a valid study id; a user error otherwise (it would name a path)."""
+    if not isinstance(value, str) or not re.fullmatch(STUDY_ID_PATTERN, value) or \
+            len(value) > 200:
+        from evalq.errors import UserError
+
+        raise UserError(f"{value!r} is not a study id", field=field,
+                        fix="use letters, digits, '.', '_' and '-', starting with a letter or "
+                            "digit (a manifest path works too)")
+    return value
+
+
 class StudyManifest(Strict):
     """A pre-registered study (SPEC S1). Paths are relative to the manifest's directory."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    id: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
     fixtures: list[str] = Field(min_length=1)
     conditions: list[Condition] = Field(min_length=1)
     repetitions: int = Field(3, ge=1, le=1000)
@@ -128,7 +161,7 @@ class StudyManifest(Strict):
     budgets: Budgets = Field(default_factory=Budgets)
     environment: PinnedEnvironment = Field(default_factory=PinnedEnvironment)
     hypotheses: list[Hypothesis] = Field(default_factory=list)
-    primary_metrics: list[str] = Field(default_factory=lambda: ["tpr"])
+    primary_metrics: list[MetricName] = Field(default_factory=lambda: ["tpr"])
     description: Optional[str] = None
     max_attempts: int = Field(3, ge=1, le=20)
 

@@ -11,10 +11,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from evalq import stats
+from evalq.models import COMPARABLE_METRICS
 from evalq.stats.bootstrap import DEFAULT_RESAMPLES
 from evalq.analysis.runs import Run, by_task
 
-METRICS = ("success_rate", "tpr", "rp_at_k", "pass_at_k", "pass_hat_k", "rfr", "cpr", "nrr")
+METRICS = ("success_rate", *COMPARABLE_METRICS)
 LABELS = {"success_rate": "success rate", "tpr": "TPR", "rp_at_k": "RP@k",
           "pass_at_k": "pass@k", "pass_hat_k": "pass^k", "rfr": "RFR", "cpr": "CPR",
           "nrr": "NRR"}

@@ -7,16 +7,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalq.errors import UserError
+from evalq.fileio import read_text
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; anything but a JSON object is refused."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read it: {exc.strerror}", file=path,
-                        fix="give the path of an existing JSON Lines file") from None
+    text = read_text(path, "give the path of an existing JSON Lines file")
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -8,12 +8,19 @@ from pathlib import Path
 import click
 
 from evalq.errors import UserError
-from evalq.cli.common import engine_and_settings, study_id_of
+from evalq.cli.common import STUDY, engine_and_settings, study_id_of
+from evalq.models import check_study_id
+
+
+def _study_and_condition(value: str, field: str) -> str:
+    """STUDY or STUDY:CONDITION, with the study part checked like every study id."""
+    check_study_id(value.split(":", 1)[0], field)
+    return value
 
 
 @click.command()
-@click.argument("baseline")
-@click.argument("candidate")
+@click.argument("baseline", callback=lambda _c, _p, v: _study_and_condition(v, "BASELINE"))
+@click.argument("candidate", callback=lambda _c, _p, v: _study_and_condition(v, "CANDIDATE"))
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the comparison as JSON here.")
 def compare(baseline: str, candidate: str, out: str | None) -> None:
@@ -44,7 +51,8 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
 
 @click.command(name="import")
 @click.argument("results", type=click.Path(dir_okay=False))
-@click.option("--study", "study_id", required=True, help="Id of the study to create.")
+@click.option("--study", "study_id", required=True, help="Id of the study to create.",
+              callback=lambda _ctx, _param, value: check_study_id(value, "--study"))
 @click.option("--raters", type=click.Path(dir_okay=False), default=None,
               help="raters.jsonl: one row per (run, rater).")
 @click.option("--adjudications", type=click.Path(dir_okay=False), default=None,
@@ -71,7 +79,7 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--out", type=click.Path(file_okay=False), required=True)
 def blind(study: str, out: str) -> None:
     """Write blinded rater packets (condition labels stripped) and, apart, their key."""
@@ -92,7 +100,7 @@ def blind(study: str, out: str) -> None:
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--format", "fmt_", type=click.Choice(["jsonl", "results"]), required=True,
               help="jsonl: seed-002 per-trial rows; results: seed-003 results.jsonl.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 from typing import Iterator
@@ -10,10 +11,13 @@ import click
 
 from evalq.errors import EvalqError, UserError
 
+#: set to see the traceback of an unexpected error instead of its one line
+TRACEBACK_ENV = "EVALQ_TRACEBACK"
+
 
 @contextmanager
 def shown_as_one_line() -> Iterator[None]:
-    """A user's mistake exits 2, another expected failure exits 1; both print one line."""
+    """A user's mistake exits 2, any other failure exits 1; each prints one line."""
     try:
         yield
     except UserError as exc:
@@ -21,4 +25,13 @@ def shown_as_one_line() -> Iterator[None]:
         sys.exit(2)
     except EvalqError as exc:
         click.echo(f"evalq: error: {exc}", err=True)
+        sys.exit(1)
+    except (click.ClickException, click.exceptions.Exit, click.Abort):
+        raise  # click's own: usage errors (exit 2), --help, Ctrl-C
+    except Exception as exc:  # a bug or an unforeseen environment: still one line, exit 1
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        click.echo(f"evalq: error: {type(exc).__name__}: {first} (this is a bug or an "
+                   f"unexpected environment; {TRACEBACK_ENV}=1 shows the traceback)", err=True)
         sys.exit(1)

@@ -10,7 +10,7 @@ import time
 import click
 
 from evalq.errors import UserError
-from evalq.cli.common import engine_and_settings, study_id_of
+from evalq.cli.common import STUDY, engine_and_settings, study_id_of
 
 
 def _app(settings):
@@ -55,24 +55,30 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable counts.")
 @click.option("--watch", is_flag=True, help="Redraw until every planned trial has finished.")
 @click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws.")
 def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     """Planned trials by state, outcome and worker host, from the database (they add up)."""
+    from evalq.ops.failures import common_reasons, reason_lines
     from evalq.ops.status import render, study_status
 
     engine, _ = engine_and_settings()
     study_id = study_id_of(study)
     while True:
         current = study_status(engine, study_id)
+        reasons = common_reasons(engine, study_id)
+        text = "\n".join([render(current), *(["  failures:"] if reasons else []),
+                          *reason_lines(reasons, "    ")])
         if as_json:
-            click.echo(json.dumps(current.as_dict(), sort_keys=True))
+            data = dict(current.as_dict(), failure_reasons=[
+                {"outcome": o, "reason": r, "attempts": n} for o, r, n in reasons])
+            click.echo(json.dumps(data, sort_keys=True))
         elif watch and sys.stdout.isatty():
-            click.echo("\x1b[2J\x1b[H" + render(current))
+            click.echo("\x1b[2J\x1b[H" + text)
         else:
-            click.echo(render(current))
+            click.echo(text)
         sys.stdout.flush()
         if not watch or current.finished >= current.planned or current.cancelled_flag and \
                 current.by_state["running"] == 0:
@@ -81,7 +87,7 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--outcome", required=True,
               type=click.Choice(["infrastructure_failure", "grading_failure", "timed_out"]),
               help="Resubmit trials whose latest attempt ended so.")
@@ -103,7 +109,7 @@ def resubmit(study: str, outcome: str) -> None:
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--outcome", default="grading_failure", show_default=True,
               type=click.Choice(["grading_failure", "correct", "incorrect"]))
 def regrade(study: str, outcome: str) -> None:
@@ -123,7 +129,7 @@ def regrade(study: str, outcome: str) -> None:
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 def cancel(study: str) -> None:
     """Revoke queued attempts and stop running ones; finished attempts are kept."""
     from evalq.ops.actions import cancel as do_cancel

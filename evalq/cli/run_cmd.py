@@ -9,9 +9,10 @@ import click
 
 from evalq.config import load_settings
 from evalq.errors import UserError
+from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
 from evalq.report.write import write_reports
-from evalq.cli.common import engine_and_settings, report_dir, study_id_of
+from evalq.cli.common import STUDY, engine_and_settings, report_dir, study_id_of
 
 
 def _progress(finished: int, planned: int) -> None:
@@ -61,10 +62,12 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     from evalq.queue.embedded import LocalWorkers, wait_for_study
     from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
     from evalq.study.manifest import load_manifest
+    from evalq.ops.preflight import check_servers
     from evalq.queue.app import app, configure
 
     settings = load_settings()
     study = load_manifest(manifest)
+    check_servers(settings)  # nothing is written before every server answers
     if not resume:
         from evalq.planning.gate import check_launch
 
@@ -94,15 +97,26 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     finally:
         if workers is not None:
             workers.stop()
-    paths = write_study_report(engine, settings, study.id)
+    report = compute_report(engine, study.id)
+    paths = write_reports(report, report_dir(settings, study.id))
+    for line in run_summary(report, common_reasons(engine, study.id)):
+        click.echo(line, err=True)
     click.echo(f"report: {paths['json']}")
     click.echo(f"report: {paths['md']}")
     click.echo(f"report: {paths['html']}")
+    failed = failed_trials(report)
+    if failed:  # the exit code tells the truth: evalq itself failed these trials
+        click.echo(f"evalq: {failed} trial(s) of study {study.id} ended in an infrastructure or "
+                   "grading failure (reasons above); after fixing the cause: `evalq resubmit "
+                   f"{study.id} --outcome infrastructure_failure` or `evalq regrade {study.id} "
+                   "--outcome grading_failure`", err=True)
     if finished < planned:
         click.echo(f"evalq: study {study.id} was cancelled with {planned - finished} of "
                    f"{planned} trials pending; continue it with `evalq run {manifest} --resume`",
                    err=True)
         sys.exit(3)
+    if failed:
+        sys.exit(1)
 
 
 def _cancelled_and_quiet(engine, study_id: str):
@@ -121,7 +135,7 @@ def _cancelled_and_quiet(engine, study_id: str):
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
     """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
-    from evalq.queue.app import QUEUES, app
+    from evalq.queue.app import QUEUES, app, configure
 
     settings = load_settings()
     wanted = [q.strip() for q in queues.split(",") if q.strip()]
@@ -132,6 +146,7 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     if settings.embedded:
         click.echo("evalq: note: no EVALQ_BROKER_URL; this worker serves the embedded "
                    f"filesystem broker under {settings.home}", err=True)
+    configure(app, settings)
     argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", "prefork",
             "-l", loglevel, "-E"]
     if hostname:
@@ -140,7 +155,7 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
 
 
 @click.command()
-@click.argument("study")
+@click.argument("study", type=STUDY)
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html", "all"]),
               default="all", show_default=True, help="all = json, md and html.")
 @click.option("--out", type=click.Path(), default=None,

@@ -64,7 +64,7 @@ def resubmit(app, engine, settings: Settings, study_id: str, outcome: str) -> Ac
     create_attempts(engine, [t.id for t, _ in chosen], {t.id: a for t, a in chosen}, study_id)
     by_fixture = {t.fixture_id: t for t, _ in chosen}
     publish_run_messages(app, chosen, lambda fid: _time_limits(settings, manifest, by_fixture[fid]),
-                         manifest.max_attempts, settings.visibility_timeout)
+                         manifest.max_attempts, settings.visibility_seconds)
     return ActionSummary(study_id, len(chosen), len(chosen))
 
 

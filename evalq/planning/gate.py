@@ -6,30 +6,17 @@ without one, the check shows the trial count and says cost and time are unavaila
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 from evalq.errors import UserError
 from evalq.planning.forecast import RunDistributions, forecast, forecast_lines
 from evalq.planning.lock import read_planning
 
-THRESHOLD_ENV = "EVALQ_CONFIRM_ABOVE"
-DEFAULT_THRESHOLD = 200
-
-
 def confirm_threshold() -> int:
-    """Trials above which `evalq run` asks for --yes (EVALQ_CONFIRM_ABOVE, default 200)."""
-    raw = os.environ.get(THRESHOLD_ENV)
-    if raw is None or raw.strip() == "":
-        return DEFAULT_THRESHOLD
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UserError(f"{THRESHOLD_ENV}={raw!r} is not a whole number of trials",
-                        field=THRESHOLD_ENV, fix="set it to a count such as 200, or unset it")
-    return value
+    """Trials above which `evalq run` asks for --yes (the confirm_above setting, default 200)."""
+    from evalq.config import load_settings
+
+    return load_settings().confirm_above
 
 
 def planned_trials(study: Any) -> int:
@@ -71,4 +58,4 @@ def check_launch(study: Any, *, yes: bool, workers: Optional[int], echo, confirm
         return
     raise UserError(f"study '{study.id}' plans {trials} trials, more than {threshold}",
                     file=study.path, field="--yes",
-                    fix=f"review the forecast above and pass --yes, or raise {THRESHOLD_ENV}")
+                    fix="review the forecast above and pass --yes, or raise EVALQ_CONFIRM_ABOVE")

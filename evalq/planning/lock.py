@@ -9,13 +9,13 @@ edit to it can be seen, and it is stored with the lock in the results database a
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Optional
 
 from evalq import __version__
 from evalq.digest import data_digest
-from evalq.fileio import write_json_atomic
+from evalq.errors import UserError
+from evalq.fileio import read_json_object, write_json_atomic
 
 SECTION = "planning"
 _KEPT = ("schema", "pilot", "comparison", "target", "estimates", "simulation", "current_design",
@@ -50,6 +50,6 @@ def read_planning(study: Any) -> Optional[dict[str, Any]]:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text()).get(SECTION)
-    except (json.JSONDecodeError, AttributeError):
-        return None
+        return read_json_object(path, "the study lock", "re-freeze the study").get(SECTION)
+    except UserError:
+        return None  # a corrupt lock is refused where the lock itself is checked

@@ -21,19 +21,23 @@ ROUTES = {
 }
 
 
-def broker_options(settings: Settings) -> tuple[str, dict]:
-    """Broker URL and transport options; the visibility timeout is set everywhere Celery reads it."""
+def broker_options(settings: Settings, create: bool = False) -> tuple[str, dict]:
+    """Broker URL and transport options; the visibility timeout is set everywhere Celery reads it.
+
+    The embedded broker's folders are made only when `create` is asked for: importing the app
+    (a worker, `evalq --help`) must not write under EVALQ_HOME."""
     if settings.embedded:
         folder = settings.home / "broker"
         for sub in ("queue", "processed", "control"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
+            if create:
+                (folder / sub).mkdir(parents=True, exist_ok=True)
         return "filesystem://", {
             "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"), "store_processed": False,
             "control_folder": str(folder / "control"),
             "polling_interval": 0.1,
         }
-    timeout = settings.visibility_timeout
+    timeout = settings.visibility_seconds
     # kombu sweeps for expired unacked messages every interval x throttle seconds (100 s by
     # default); keep the sweep well inside the visibility timeout so it means what it says.
     interval = max(1, min(10, timeout // 4))
@@ -42,15 +46,16 @@ def broker_options(settings: Settings) -> tuple[str, dict]:
                                  "unacked_restore_throttle": 1}
 
 
-def configure(app: Celery, settings: Settings | None = None) -> Celery:
+def configure(app: Celery, settings: Settings | None = None, create: bool = True) -> Celery:
+    """Point `app` at the broker of `settings` (and make the embedded broker's folders)."""
     settings = settings or load_settings()
-    url, options = broker_options(settings)
+    url, options = broker_options(settings, create)
     app.conf.update(
         broker_url=url,
         broker_transport_options=options,
         result_backend=None,
-        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout},
-        visibility_timeout=settings.visibility_timeout,
+        result_backend_transport_options={"visibility_timeout": settings.visibility_seconds},
+        visibility_timeout=settings.visibility_seconds,
         task_ignore_result=True,
         task_serializer="json",
         result_serializer="json",
@@ -77,4 +82,4 @@ def configure(app: Celery, settings: Settings | None = None) -> Celery:
 
 #: Workers import the task module named in `include` when they start; the app itself does not,
 #: so senders (the launcher, ops) never load the runner or the grader.
-app = configure(Celery("evalq", include=["evalq.queue.tasks"]))
+app = configure(Celery("evalq", include=["evalq.queue.tasks"]), create=False)

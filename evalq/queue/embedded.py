@@ -13,13 +13,17 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from evalq.config import Settings
+from evalq.errors import InfrastructureError
 from evalq.queue.app import QUEUES
 
 WORKER_START_TIMEOUT = 60
+#: a worker that exits this soon after starting, this many times in a row, is broken
+QUICK_DEATH_SECONDS = 20.0
+QUICK_DEATHS = 5
 
 
 @dataclass
@@ -27,6 +31,8 @@ class LocalWorkers:
     settings: Settings
     concurrency: int
     procs: list[subprocess.Popen]
+    started: dict[int, float] = field(default_factory=dict)
+    quick_deaths: int = 0
 
     @classmethod
     def start(cls, settings: Settings, concurrency: int = 2) -> "LocalWorkers":
@@ -45,17 +51,40 @@ class LocalWorkers:
                 "-Q", ",".join(QUEUES), "-c", str(self.concurrency), "-P", "prefork",
                 "-n", f"embedded{index}-{os.getpid()}@%h", "--without-gossip",
                 "--without-mingle", "--without-heartbeat", "-l", "WARNING"]
-        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        self.started[index] = time.monotonic()
+        # -P: never import from the working directory (a folder named evalq there would shadow
+        # the package); cwd is the home, which evalq owns
+        return subprocess.Popen([argv[0], "-P", *argv[1:]], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=str(self.settings.home))
 
     def check(self) -> bool:
-        """Restart any worker that exited; True when one had to be restarted."""
+        """Restart any worker that exited; True when one had to be restarted.
+
+        A worker that keeps dying soon after it starts (a broken install, a bad setting) is not
+        restarted forever: after QUICK_DEATHS in a row this raises with the end of its log."""
         restarted = False
         for index, proc in enumerate(self.procs):
             if proc.poll() is not None:
+                lived = time.monotonic() - self.started.get(index, 0.0)
+                self.quick_deaths = self.quick_deaths + 1 if lived < QUICK_DEATH_SECONDS else 0
+                if self.quick_deaths >= QUICK_DEATHS:
+                    raise InfrastructureError(
+                        f"the local workers keep dying at start ({self.quick_deaths} times; "
+                        f"last: {self._last_log_line(index)}); see "
+                        f"{self.settings.home / 'logs'}")
                 self.procs[index] = self._spawn(index)
                 restarted = True
         return restarted
+
+    def _last_log_line(self, index: int) -> str:
+        path = self.settings.home / "logs" / f"embedded-worker-{index}.log"
+        try:
+            lines = [line for line in path.read_text(errors="replace").splitlines()
+                     if line.strip()]
+        except OSError:
+            return "no log"
+        return lines[-1][:300] if lines else "empty log"
 
     def stop(self, grace: float = 15.0) -> None:
         for proc in self.procs:

@@ -7,7 +7,6 @@ is not visibly in flight gets its message (re)sent; one with an outcome is left 
 from __future__ import annotations
 
 import time
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -69,7 +68,7 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
     longest = longest_trial_seconds(study)
     if longest <= settings.max_trial_seconds:
         return settings
-    return dataclasses.replace(settings, max_trial_seconds=longest)
+    return settings.model_copy(update={"max_trial_seconds": longest})
 
 
 def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:
@@ -100,7 +99,7 @@ def make_sweeper(app, study: Study, engine, settings: Settings):
 
     every = max(1.0, settings.lease_seconds / 2)
     return Sweeper(app, engine, study.id, settings.broker_url, every=every,
-                   grading_grace=max(settings.visibility_timeout, 4 * settings.lease_seconds),
+                   grading_grace=max(settings.visibility_seconds, 4 * settings.lease_seconds),
                    resend_all=lambda: send_trials(app, study, engine, resume=True),
                    resend_expired=lambda items: send_run_messages(
                        app, study, [(t, r.attempt) for t, r in items]))

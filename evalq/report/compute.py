@@ -8,7 +8,7 @@ per-track grouping and a task x condition grid. Missing numbers are null with a 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Optional
 
 from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
@@ -161,11 +161,18 @@ def _primary_outcomes(study, comparisons) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _counted_reason(view) -> Optional[str]:
+    """Why the counted attempt ended as it did (the latest one while none is counted)."""
+    attempt = view.counted or (view.attempts[-1] if view.attempts else None)
+    return getattr(attempt, "reason", None) if attempt is not None else None
+
+
 def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
     v, m = run.view, run.counted_metrics
     return {"trial_id": v.trial_id, "fixture": v.fixture_id, "condition": v.condition,
             "repetition": v.repetition, "order": v.order_index, "outcome": v.outcome,
             "first_outcome": v.first.outcome if v.first else None,
+            "reason": _counted_reason(v),
             "attempts": len(v.attempts), "passed": run.passed,
             "track": labels.get(run.task, {}).get("track", UNTRACKED),
             "split": labels.get(run.task, {}).get("split"),

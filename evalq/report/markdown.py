@@ -226,15 +226,16 @@ def _runs(report: dict[str, Any]) -> list[str]:
     if len(rows) > RUNS_SHOWN:
         return lines + [f"{len(rows):,} runs: too many to list here; every run's metrics are "
                         "in report.json (`trial_rows`) and `evalq export`.", ""]
-    lines += ["| trial | outcome | input | output | cache read | cache write | reported prompt "
-              "tokens per request | estimated context tokens per request | tool calls "
-              "(failed) | seconds | stop reason | cost |", "|---|" + "---|" * 11]
+    lines += ["| trial | outcome | reason | input | output | cache read | cache write | reported "
+              "prompt tokens per request | estimated context tokens per request | tool calls "
+              "(failed) | seconds | stop reason | cost |", "|---|" + "---|" * 12]
     for r in rows:
         calls = fmt.count(r.get("tool_calls"))
         if r.get("tool_failures") is not None:
             calls += f" ({r['tool_failures']})"
         lines.append(
-            f"| {r['trial_id']} | {r['outcome'] or 'pending'} | {fmt.count(r['input_tokens'])} "
+            f"| {r['trial_id']} | {r['outcome'] or 'pending'} | {_cell(r.get('reason'))} "
+            f"| {fmt.count(r['input_tokens'])} "
             f"| {fmt.count(r['output_tokens'])} | {fmt.count(r.get('cache_read_tokens'))} "
             f"| {fmt.count(r.get('cache_write_tokens'))} "
             f"| {_per_request(r.get('reported_prompt_tokens_per_request'))} "
@@ -245,6 +246,14 @@ def _runs(report: dict[str, Any]) -> list[str]:
                     "write per request); estimated context is evalq's count of the message "
                     "text the agent's trajectory says it sent, characters / 4, where the agent "
                     "records it. Missing values read unavailable.", ""]
+
+
+def _cell(text: str | None, limit: int = 120) -> str:
+    """Free text (a failure's reason) made safe for one table cell."""
+    if not text:
+        return ""
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def render_markdown(report: dict[str, Any]) -> str:

@@ -14,11 +14,12 @@ from typing import Any, Iterable, Optional
 from sqlalchemy import JSON, Column, UniqueConstraint, event, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from evalq.results.bulk import insert_missing
 from evalq.errors import UserError
+from evalq.urls import normalized_database_url
 
 
 class StudyRow(SQLModel, table=True):
@@ -79,6 +80,7 @@ TERMINAL_STATES = ("done", "cancelled")
 @lru_cache(maxsize=8)
 def get_engine(url: str) -> Engine:
     """One engine per URL per process; SQLite in WAL mode so several processes can share it."""
+    url = normalized_database_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
 
@@ -89,11 +91,8 @@ def get_engine(url: str) -> Engine:
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA busy_timeout=60000")
             cursor.close()
-    elif url.startswith("postgresql+psycopg2") or url.startswith("postgresql://"):
-        # psycopg2 sends an INSERT without RETURNING row by row unless batched explicitly
+    else:  # psycopg2 sends an INSERT without RETURNING row by row unless batched explicitly
         engine = create_engine(url, pool_pre_ping=True, executemany_mode="values_plus_batch")
-    else:
-        engine = create_engine(url, pool_pre_ping=True)
     return engine
 
 
@@ -105,8 +104,9 @@ def init_db(url: str) -> Engine:
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
         SQLModel.metadata.create_all(engine)
-    except OperationalError as exc:
-        raise UserError(f"cannot open the results database: {exc.orig}", field="EVALQ_DATABASE_URL",
+    except (OperationalError, InterfaceError) as exc:
+        first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "refused"
+        raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
                         fix="check the URL and that the server is running") from None
     return engine
 

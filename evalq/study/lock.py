@@ -3,13 +3,12 @@ that refuses a run whose frozen inputs changed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from evalq import __version__
 from evalq.digest import data_digest
 from evalq.errors import UserError
-from evalq.fileio import write_json_atomic
+from evalq.fileio import read_json_object, write_json_atomic
 from evalq.study.manifest import Study
 from evalq.study.skills import skill_digests
 
@@ -59,11 +58,8 @@ def freeze(study: Study, force: bool = False) -> dict:
 
 
 def _read_lock(target: Path) -> dict:
-    try:
-        return json.loads(target.read_text())
-    except json.JSONDecodeError:
-        raise UserError("lock file is not valid JSON", file=target,
-                        fix="restore it from version control or re-freeze with --force") from None
+    return read_json_object(target, "the study lock",
+                            "restore it from version control or re-freeze with --force")
 
 
 def verify_lock(study: Study) -> dict | None:

@@ -17,7 +17,7 @@ from typing import Callable
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
-from evalq.errors import EvalqError, InfrastructureError
+from evalq.errors import InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
 from evalq.fixtures.archive import pack_workspace
@@ -80,10 +80,10 @@ def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
 def _check_visibility(ref: dict, settings: Settings) -> None:
     """Warn when this worker's visibility timeout is shorter than the study needs."""
     needed = ref.get("visibility_timeout")
-    if needed and not settings.embedded and settings.visibility_timeout < needed:
+    if needed and not settings.embedded and settings.visibility_seconds < needed:
         log.warning("this worker's visibility timeout (%ss) is below the study's %ss: Redis "
                     "will re-deliver long trials (the lease keeps them from running twice); "
-                    "set EVALQ_MAX_TRIAL_SECONDS on every worker", settings.visibility_timeout,
+                    "set EVALQ_MAX_TRIAL_SECONDS on every worker", settings.visibility_seconds,
                     needed)
 
 
@@ -191,7 +191,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             return "lease lost to another worker"
         _send("evalq.grade_trial", payload)
         return "sent to grading"
-    except (EvalqError, OSError, StopIteration) as exc:
+    except Exception as exc:  # whatever failed, the attempt ends recorded with its reason
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("infrastructure failure in %s#%s: %s", ref["trial_id"], ref["attempt"], reason)
         _send("evalq.record_result", result_payload(ref, **common, outcome=

@@ -44,7 +44,14 @@ def read_secrets_file(path: Path) -> dict[str, str]:
 
 
 def _file_values(environ: Mapping[str, str]) -> dict[str, str]:
-    path = environ.get(SECRETS_FILE_ENV)
+    """The secrets file's values: the secrets_file setting for this process's own environment
+    (EVALQ_SECRETS_FILE or evalq.toml), EVALQ_SECRETS_FILE of any other mapping given."""
+    if environ is os.environ:
+        from evalq.config import load_settings
+
+        path = load_settings().secrets_file
+    else:
+        path = environ.get(SECRETS_FILE_ENV)
     return read_secrets_file(Path(path)) if path else {}
 
 
@@ -63,7 +70,12 @@ def credentials(names: Iterable[str], environ: Mapping[str, str] | None = None) 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Every value that must never be stored: known credentials, EVALQ_REDACT_ENV, the file."""
     environ = os.environ if environ is None else environ
-    extra = [n.strip() for n in environ.get(REDACT_ENV, "").split(",") if n.strip()]
+    listed = environ.get(REDACT_ENV, "")
+    if environ is os.environ:
+        from evalq.config import load_settings
+
+        listed = load_settings().redact_env or ""
+    extra = [n.strip() for n in listed.split(",") if n.strip()]
     values = [environ[n] for n in (*KNOWN_CREDENTIALS, *extra) if environ.get(n)]
     try:
         values += list(_file_values(environ).values())

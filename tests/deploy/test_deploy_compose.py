@@ -16,7 +16,7 @@ import click
 import pytest
 import yaml
 
-from evalq.cli import main as cli_main
+from evalq.cli import load_command
 from evalq.config import ENV_KEYS
 from evalq.queue.app import QUEUES
 
@@ -41,7 +41,7 @@ def _env(service: dict) -> dict[str, str]:
 
 
 def _options(command_name: str) -> set[str]:
-    command = cli_main.commands[command_name]
+    command = load_command(command_name)
     return {opt for param in command.params if isinstance(param, click.Option)
             for opt in (*param.opts, *param.secondary_opts)}
 

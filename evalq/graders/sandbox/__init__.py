@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from evalq.errors import UserError
 from evalq.graders.sandbox.base import ExecResult, Sandbox, SandboxLimits
 
@@ -12,8 +10,11 @@ BACKENDS = {"bwrap": "evalq.graders.sandbox.bwrap:BwrapSandbox",
 
 
 def get_sandbox(name: str | None = None) -> Sandbox:
-    """The backend named, else EVALQ_SANDBOX, else bubblewrap."""
-    name = name or os.environ.get("EVALQ_SANDBOX") or "bwrap"
+    """The backend named, else the sandbox setting (EVALQ_SANDBOX, evalq.toml; bubblewrap)."""
+    if name is None:
+        from evalq.config import load_settings
+
+        name = load_settings().sandbox
     if name not in BACKENDS:
         raise UserError(f"unknown sandbox '{name}'", field="sandbox",
                         fix=f"use one of {', '.join(sorted(BACKENDS))}")

@@ -10,11 +10,10 @@ import os
 import shutil
 from typing import Any, Optional
 
-AGENT_PATH_ENV = "EVALQ_AGENT_PATH"
-
-
 def search_path() -> str:
-    extra = os.environ.get(AGENT_PATH_ENV, "")
+    from evalq.config import load_settings
+
+    extra = load_settings().agent_path or ""
     return os.pathsep.join(p for p in (extra, os.environ.get("PATH", "")) if p)
 
 
