@@ -20,9 +20,12 @@ def responses_usage(usage: dict[str, Any]) -> dict[str, Any] | None:
     cached = usage.get("cache_read_tokens") or 0
     prompt = (usage.get("input_tokens") or 0) + cached
     completion = usage.get("output_tokens") or 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": prompt + completion}
+    out: dict[str, Any] = {"input_tokens": prompt, "output_tokens": completion,
+                           "output_tokens_details": {"reasoning_tokens": 0},
+                           "total_tokens": prompt + completion}
+    if usage.get("cache_read_tokens") is not None:  # so the wire says what the ledger says
+        out["input_tokens_details"] = {"cached_tokens": cached}
+    return out
 
 
 def _items(turn: Turn) -> list[dict[str, Any]]:

@@ -31,6 +31,10 @@ log = logging.getLogger("evalq.gateway")
 MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
 
 
+def _origin(upstream: Union[str, Upstream]) -> str:
+    return (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
+
+
 class Gateway:
     """`Gateway(redis_url=None)`: start the loop thread; `open_run` per trial; `close` at exit.
 
@@ -118,9 +122,13 @@ class Gateway:
 
     # ------------------------------------------------------------------ helpers
     def queued(self, upstream: Union[str, Upstream]) -> int:
-        """Requests of this process waiting for a concurrency slot at an upstream's origin."""
-        origin = (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
-        return self.slots.waiting(origin)
+        """Requests of this gateway waiting for a concurrency slot at an upstream's origin."""
+        return self.slots.waiters.counts[_origin(upstream)]
+
+    def wait_queued(self, upstream: Union[str, Upstream], count: int,
+                    timeout: float = 10.0) -> bool:
+        """Block until exactly `count` requests wait for a slot there; False on timeout."""
+        return self.slots.waiters.wait_for(_origin(upstream), count, timeout)
 
     def notify(self, callback: Callable[[str], None], reason: str) -> None:
         """Run a worker's callback off the loop, so a slow one cannot stall other runs."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from evalq.workers.gateway.gateway import Gateway
     from evalq.workers.gateway.run import GatewayRun
 
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
+MAX_REQUEST_BYTES = 32 * 1024 * 1024  # the largest request Anthropic and OpenAI accept
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
 
@@ -60,12 +60,37 @@ async def read_body(request: web.BaseRequest) -> bytes:
     return b"".join(parts)
 
 
+class Ledger:
+    """Writes one request's record to its run exactly once: before the agent sees the end of the
+    reply, so whoever reads the run after a reply ends finds it there (and budgets charged)."""
+
+    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record):
+        self.gateway, self.run, self.record = gateway, run, record
+        self.started = time.monotonic()
+        self.admitted = False
+        self.done = False
+
+    def elapsed_ms(self) -> float:
+        return round((time.monotonic() - self.started) * 1000, 3)
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.record.latency_ms = self.elapsed_ms()
+        self.record.price(self.gateway.price_table)
+        self.run.add(self.record)
+        if self.admitted:
+            reason = self.run.meter.charge(self.record)
+            if reason is not None:
+                self.run.spend(reason)
+
+
 async def handle(gateway: "Gateway", run: "GatewayRun",
                  request: web.BaseRequest) -> web.StreamResponse:
-    started = time.monotonic()
     record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
                     path=request.raw_path.split("?", 1)[0][:2048])
-    admitted = False
+    ledger = Ledger(gateway, run, record)
     try:
         if request.method == "CONNECT":
             raise Refused(403, "not_allowed", "CONNECT tunnels are refused: point the agent's "
@@ -86,31 +111,30 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
             reason = run.meter.admit()
             if reason is not None:
                 raise Refused(429, "budget_exhausted", reason, run.meter.budget_name(reason))
-            admitted = True
-        return await forward(gateway, run, request, record, upstream, url, body, started)
+            ledger.admitted = True
+        return await forward(gateway, run, request, ledger, upstream, url, body)
     except Refused as exc:
         record.refused, record.status = str(exc), exc.status
         return error_response(exc.status, exc.kind, str(exc), exc.budget)
     finally:
-        record.latency_ms = round((time.monotonic() - started) * 1000, 3)
-        record.price(gateway.price_table)
-        run.add(record)
-        if admitted:
-            reason = run.meter.charge(record)
-            if reason is not None:
-                run.spend(reason)
+        ledger.finish()
 
 
 async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseRequest,
-                  record: Record, upstream, url: str, body: bytes,
-                  started: float) -> web.StreamResponse:
+                  ledger: Ledger, upstream, url: str, body: bytes) -> web.StreamResponse:
+    record = ledger.record
     key = run.credentials.get(upstream.credential) if upstream.credential else None
     headers = upstream_headers(request.headers.items(), upstream.auth, key)
     scrubber = Scrubber(run.secrets)
     token, streaming = None, False
     if run.concurrency is not None:
-        token = await gateway.slots.acquire(upstream.origin, run.concurrency)
-        record.queued_ms = round((time.monotonic() - started) * 1000, 3)
+        try:
+            token = await gateway.slots.acquire(upstream.origin, run.concurrency)
+        except Exception as exc:  # noqa: BLE001 - the broker holding the slots is unreachable
+            record.error, record.status = f"no concurrency slot: {type(exc).__name__}", 503
+            return error_response(503, "gateway_unavailable", "the provider's concurrency "
+                                  "slots cannot be reached (is Redis up?)", retry=True)
+        record.queued_ms = ledger.elapsed_ms()
     try:
         async with gateway.session.request(request.method, url, headers=headers,
                                            data=body or None, allow_redirects=False) as reply:
@@ -118,7 +142,7 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             out_headers = agent_headers(reply.headers.items(), run.secrets)
             if reply.headers.get("Content-Type", "").startswith("text/event-stream"):
                 streaming = True
-                return await relay_stream(request, reply, out_headers, record, scrubber)
+                return await relay_stream(request, reply, out_headers, ledger, scrubber)
             data = await read_reply(reply)
             if 200 <= reply.status < 300 and record.wire is not None:
                 record.usage = wire_usage.from_body(record.wire, data)
@@ -148,8 +172,9 @@ async def read_reply(reply: aiohttp.ClientResponse) -> bytes:
 
 
 async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, headers,
-                       record: Record, scrubber: Scrubber) -> web.StreamResponse:
+                       ledger: Ledger, scrubber: Scrubber) -> web.StreamResponse:
     """Server-sent events to the agent as they come, usage read off the same bytes."""
+    record = ledger.record
     metered = wire_usage.StreamUsage(record.wire if 200 <= reply.status < 300 else None)
     response = web.StreamResponse(status=reply.status, headers=headers)
     await response.prepare(request)
@@ -160,9 +185,11 @@ async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, 
             if out:
                 await response.write(out)
         await response.write(scrubber.flush())
+        record.usage = metered.usage
+        ledger.finish()
         await response.write_eof()
     except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
-        record.error = f"agent disconnected mid-stream: {type(exc).__name__}"
+        record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
     finally:
         record.usage = metered.usage
     return response

@@ -10,15 +10,36 @@ covers lost messages and expired leases.
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import uuid
 from collections import defaultdict
 from typing import Optional
+
+log = logging.getLogger("evalq.gateway")
+
+
+class Waiters:
+    """How many requests wait for a slot, per origin; other threads can wait for a count."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = defaultdict(int)
+        self.watch = threading.Condition()
+
+    def add(self, origin: str, delta: int) -> None:
+        with self.watch:
+            self.counts[origin] += delta
+            self.watch.notify_all()
+
+    def wait_for(self, origin: str, count: int, timeout: float) -> bool:
+        with self.watch:
+            return self.watch.wait_for(lambda: self.counts[origin] == count, timeout)
 
 
 class LocalSlots:
     def __init__(self) -> None:
         self.held: dict[str, int] = defaultdict(int)
-        self.waiters: dict[str, int] = defaultdict(int)
+        self.waiters = Waiters()
         self.changed: Optional[asyncio.Condition] = None
 
     async def start(self) -> None:
@@ -26,11 +47,12 @@ class LocalSlots:
 
     async def acquire(self, key: str, limit: int) -> str:
         async with self.changed:
-            self.waiters[key] += 1
-            try:
-                await self.changed.wait_for(lambda: self.held[key] < limit)
-            finally:
-                self.waiters[key] -= 1
+            if self.held[key] >= limit:
+                self.waiters.add(key, 1)
+                try:
+                    await self.changed.wait_for(lambda: self.held[key] < limit)
+                finally:
+                    self.waiters.add(key, -1)
             self.held[key] += 1
         return key
 
@@ -38,9 +60,6 @@ class LocalSlots:
         async with self.changed:
             self.held[key] -= 1
             self.changed.notify_all()
-
-    def waiting(self, key: str) -> int:
-        return self.waiters[key]
 
     async def close(self) -> None:
         return None
@@ -77,7 +96,7 @@ class RedisSlots:
                  prefix: str = "evalq:gateway:slots:"):
         self.url, self.lease, self.poll, self.prefix = url, lease, poll, prefix
         self.held: dict[str, tuple[str, str]] = {}        # token -> (redis key, origin)
-        self.waiters: dict[str, int] = defaultdict(int)
+        self.waiters = Waiters()
         self.versions: dict[str, int] = defaultdict(int)
         self.tasks: list[asyncio.Task] = []
 
@@ -103,8 +122,13 @@ class RedisSlots:
 
     async def _listen(self) -> None:
         while True:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True,
-                                                    timeout=self.poll)
+            try:
+                message = await self.pubsub.get_message(ignore_subscribe_messages=True,
+                                                        timeout=self.poll)
+            except Exception:  # noqa: BLE001 - waiters still poll; listen again shortly
+                log.warning("gateway slot notifications interrupted", exc_info=True)
+                await asyncio.sleep(self.poll)
+                continue
             if message and message.get("type") == "pmessage":
                 channel = message["channel"]
                 await self._wake(channel.decode() if isinstance(channel, bytes) else channel)
@@ -112,20 +136,30 @@ class RedisSlots:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.lease / 3)
-            if self.held:
-                tokens = list(self.held)
-                await self.renew_script(keys=[self.held[t][0] for t in tokens],
-                                        args=[self.lease, *tokens])
+            try:
+                await self.renew()
+            except Exception:  # noqa: BLE001 - Redis away for a moment: try again next round
+                log.warning("could not renew gateway slot leases", exc_info=True)
+
+    async def renew(self) -> None:
+        """Push every held slot's expiry to Redis time + lease."""
+        if self.held:
+            tokens = list(self.held)
+            await self.renew_script(keys=[self.held[t][0] for t in tokens],
+                                    args=[self.lease, *tokens])
 
     async def acquire(self, origin: str, limit: int) -> str:
         key, token = self._key(origin), uuid.uuid4().hex
-        self.waiters[origin] += 1
+        waiting = False
         try:
             while True:
                 seen = self.versions[key]
                 if await self.acquire_script(keys=[key], args=[limit, self.lease, token]):
                     self.held[token] = (key, origin)
                     return token
+                if not waiting:
+                    waiting = True
+                    self.waiters.add(origin, 1)
                 async with self.changed:
                     try:
                         await asyncio.wait_for(
@@ -134,7 +168,8 @@ class RedisSlots:
                     except asyncio.TimeoutError:
                         pass
         finally:
-            self.waiters[origin] -= 1
+            if waiting:
+                self.waiters.add(origin, -1)
 
     async def release(self, origin: str, token: str) -> None:
         key, _ = self.held.pop(token, (self._key(origin), origin))
@@ -142,9 +177,6 @@ class RedisSlots:
             pipe.zrem(key, token)
             pipe.publish(key, b"1")
             await pipe.execute()
-
-    def waiting(self, origin: str) -> int:
-        return self.waiters[origin]
 
     async def close(self) -> None:
         for task in self.tasks:

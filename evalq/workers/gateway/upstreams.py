@@ -1,8 +1,9 @@
 """The allowlist of one run: which upstream base URLs it may reach, and how a request maps to one.
 
-An agent addresses the gateway by path (its base URL is `http://127.0.0.1:PORT<mount>`), or, like
-a forward proxy, by an absolute URL. Either way the target must fall under an allowlisted base
-URL: same scheme, host and port, and a path under its prefix. Paths that could climb out of a
+An agent addresses the gateway by path: `http://127.0.0.1:PORT<mount>` stands for an upstream's
+base URL, so `<mount>/x` goes to `<url>/x` and can never leave the URL's path prefix. Or, like a
+forward proxy, by an absolute URL, which must fall under an allowlisted base URL: same scheme,
+host and port, and a path under its prefix. Paths that could climb out of a
 prefix once decoded (dot segments, encoded slashes, backslashes) are refused, not normalised.
 """
 
