@@ -1,23 +1,12 @@
-"""A plain HTTP/1.1 client over a unix socket: what the in-sandbox forwarder would pass on."""
+"""One request over a run's gateway socket, and everything the agent could read of the reply."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 from dataclasses import dataclass
 from typing import Any, Optional
 
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float = 20.0):
-        super().__init__("127.0.0.1", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.socket_path)
+from evalq.workers.gateway.unix_client import UnixConnection
 
 
 @dataclass
