@@ -11,21 +11,7 @@ import time
 from typing import Any, Iterator
 
 from evalq.modelserver.script import Turn
-from evalq.modelserver.wire import new_id, sse
-
-
-def responses_usage(usage: dict[str, Any]) -> dict[str, Any] | None:
-    if not usage:
-        return None
-    cached = usage.get("cache_read_tokens") or 0
-    prompt = (usage.get("input_tokens") or 0) + cached
-    completion = usage.get("output_tokens") or 0
-    out: dict[str, Any] = {"input_tokens": prompt, "output_tokens": completion,
-                           "output_tokens_details": {"reasoning_tokens": 0},
-                           "total_tokens": prompt + completion}
-    if usage.get("cache_read_tokens") is not None:  # so the wire says what the ledger says
-        out["input_tokens_details"] = {"cached_tokens": cached}
-    return out
+from evalq.modelserver.wire import new_id, openai_usage, sse, with_usage
 
 
 def _items(turn: Turn) -> list[dict[str, Any]]:
@@ -48,10 +34,7 @@ def response_object(turn: Turn, model: str) -> dict[str, Any]:
         "status": "completed", "model": model, "output": _items(turn),
         "parallel_tool_calls": True, "tool_choice": "auto", "error": None,
         "incomplete_details": None}
-    usage = responses_usage(turn.reported_usage)
-    if usage is not None:
-        reply["usage"] = usage
-    return reply
+    return with_usage(reply, openai_usage(turn.reported_usage, "responses"))
 
 
 def responses_stream(turn: Turn, model: str) -> Iterator[bytes]:

@@ -32,6 +32,13 @@ def error_body(api: str, status: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": str(status)}}
 
 
+def with_usage(reply: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The reply with its usage object, unless the turn reports none."""
+    if usage is not None:
+        reply["usage"] = usage
+    return reply
+
+
 def sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     body = data if isinstance(data, str) else json.dumps(data)
@@ -66,10 +73,7 @@ def anthropic_message(turn: Turn, model: str) -> dict[str, Any]:
                "content": _anthropic_blocks(turn),
                "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
                "stop_sequence": None}
-    usage = anthropic_usage(turn.reported_usage)
-    if usage is not None:
-        message["usage"] = usage
-    return message
+    return with_usage(message, anthropic_usage(turn.reported_usage))
 
 
 def anthropic_stream(turn: Turn, model: str) -> Iterator[bytes]:
@@ -103,16 +107,24 @@ def anthropic_stream(turn: Turn, model: str) -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------ OpenAI chat completions
-def openai_usage(usage: dict[str, Any]) -> dict[str, Any] | None:
+#: (prompt, completion, prompt details) field names of each OpenAI API's usage object.
+OPENAI_USAGE_NAMES = {"chat": ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
+                      "responses": ("input_tokens", "output_tokens", "input_tokens_details")}
+
+
+def openai_usage(usage: dict[str, Any], api: str = "chat") -> dict[str, Any] | None:
+    """OpenAI counts cached tokens inside the prompt (evalq's scripts keep them apart), and
+    names the cached count only when the script gives one."""
     if not usage:
         return None
+    prompt_key, completion_key, details_key = OPENAI_USAGE_NAMES[api]
     cached = usage.get("cache_read_tokens") or 0
     prompt = (usage.get("input_tokens") or 0) + cached
     completion = usage.get("output_tokens") or 0
-    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+    out: dict[str, Any] = {prompt_key: prompt, completion_key: completion,
                            "total_tokens": prompt + completion}
     if usage.get("cache_read_tokens") is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+        out[details_key] = {"cached_tokens": cached}
     return out
 
 
@@ -132,10 +144,7 @@ def openai_completion(turn: Turn, model: str) -> dict[str, Any]:
         "model": model,
         "choices": [{"index": 0, "message": message,
                      "finish_reason": "tool_calls" if calls else "stop"}]}
-    usage = openai_usage(turn.reported_usage)
-    if usage is not None:
-        reply["usage"] = usage
-    return reply
+    return with_usage(reply, openai_usage(turn.reported_usage))
 
 
 def openai_stream(turn: Turn, model: str, include_usage: bool) -> Iterator[bytes]:
