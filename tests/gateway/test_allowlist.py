@@ -58,6 +58,22 @@ def test_everything_off_the_allowlist_is_refused_and_recorded(servers, gateway, 
     assert [e.path for e in allowed.exchanges] == ["/v1/messages"] * 2
 
 
+def test_writes_to_billed_endpoints_it_cannot_meter_are_refused(servers, gateway, sock_dir):
+    allowed, _ = servers
+    run = gateway.open_run("w", sock_dir / "g.sock", upstreams=[Upstream(allowed.url)])
+    for method, path in [("POST", "/v1/messages/batches"), ("POST", "/v1/embeddings"),
+                         ("POST", "/v1/files"), ("DELETE", "/v1/files/f1"),
+                         ("PATCH", "/v1/files/f1"), ("POST", "/v1/completions")]:
+        reply = send(str(sock_dir / "g.sock"), path, {"model": "m"}, method=method)
+        assert reply.status == 403 and reply.json()["error"]["type"] == "not_metered", path
+    assert allowed.exchanges == []
+    # reads and the free token count pass, unbudgeted
+    assert send(str(sock_dir / "g.sock"), "/v1/models", method="GET").status == 200
+    assert send(str(sock_dir / "g.sock"), "/v1/messages/count_tokens",
+                {"model": "m", "messages": []}).status == 200
+    assert [r["status"] for r in run.records()] == [403] * 6 + [200, 200]
+
+
 def test_connect_tunnels_are_refused(servers, gateway, sock_dir):
     allowed, _ = servers
     gateway.open_run("c", sock_dir / "g.sock", upstreams=[Upstream(allowed.url)])

@@ -57,7 +57,7 @@ class EchoHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = self.headers.get("x-api-key", "")
-        if self.path.endswith("/stream"):
+        if self.path.endswith("/chat/completions"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -96,7 +96,7 @@ def test_a_provider_echoing_the_key_never_shows_it_to_the_agent(echo_server, gat
     assert error.status == 401  # passed through
     assert KEY not in error.seen() and MASK.decode() in error.raw.decode()
     assert "X-Echo-Key" not in error.headers
-    stream = send(str(sock_dir / "g.sock"), "/v1/stream", {"model": "m"})
+    stream = send(str(sock_dir / "g.sock"), "/v1/chat/completions", {"model": "m"})
     assert stream.status == 200 and KEY not in stream.seen()
     assert json.loads(stream.raw.decode().removeprefix("data: "))["k"] == MASK.decode()
     assert all(KEY not in json.dumps(r) for r in run.records())

@@ -6,7 +6,8 @@ on, never by anything the agent sends. For every request the gateway:
 
 - forwards only to the run's allowlist of upstream base URLs (scheme, host, port and path
   prefix; https with verified certificates, plain http only to loopback); anything else gets a
-  403 with a JSON error, and is recorded;
+  403 with a JSON error, and is recorded. Writes go through only to the model calls it meters
+  (and free token counts), so no billed endpoint it cannot meter escapes a budget;
 - drops every credential-like header the agent sent and sets the real key for the upstream;
   the key is masked in whatever comes back (headers, bodies, streams, error messages);
 - meters the wire: format, model, streaming, status, latency, request and prompt size, usage

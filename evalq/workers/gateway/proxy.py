@@ -19,7 +19,7 @@ from evalq.workers.gateway.headers import agent_headers, upstream_headers
 from evalq.workers.gateway.records import Record
 from evalq.workers.gateway.scrub import Scrubber
 from evalq.workers.gateway.upstreams import RouteError, route
-from evalq.workers.gateway.wire import request_facts, wire_format
+from evalq.workers.gateway.wire import request_facts, unmetered_write, wire_format
 
 if TYPE_CHECKING:
     from evalq.workers.gateway.gateway import Gateway
@@ -100,6 +100,9 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         except RouteError as exc:
             raise Refused(403, "not_allowed", str(exc)) from None
         record.upstream = upstream.base
+        if unmetered_write(request.method, urlsplit(url).path):
+            raise Refused(403, "not_metered", f"{request.method} {urlsplit(url).path} is not a "
+                          "model call the gateway meters; only those may write upstream")
         body = await read_body(request)
         record.request_bytes = len(body)
         record.wire = wire_format(urlsplit(url).path)

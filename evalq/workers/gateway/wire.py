@@ -11,6 +11,11 @@ ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES = "anthropic-messages", "openai-chat", 
 #: Path endings of the model calls the gateway meters; anything else is forwarded unmetered.
 PATH_ENDINGS = (("/messages", ANTHROPIC), ("/chat/completions", OPENAI_CHAT),
                 ("/responses", OPENAI_RESPONSES))
+#: Requests that change nothing billable: forwarded unmetered. Any other write (POST, PUT,
+#: PATCH, DELETE) that is not a metered model call is refused, so no billed endpoint the
+#: gateway cannot meter (batches, files, embeddings, fine-tuning, ...) slips past a budget.
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+FREE_WRITES = ("/messages/count_tokens", "/responses/input_tokens")
 #: Keys whose string values are text the model reads (tool arguments and results included).
 TEXT_KEYS = ("text", "content", "output", "arguments", "thinking", "instructions", "system")
 
@@ -19,6 +24,13 @@ def wire_format(path: str) -> Optional[str]:
     """The metered format of a request path, None for others (count_tokens, models, ...)."""
     path = path.split("?", 1)[0].rstrip("/")
     return next((name for end, name in PATH_ENDINGS if path.endswith(end)), None)
+
+
+def unmetered_write(method: str, path: str) -> bool:
+    """A write to an endpoint that is neither a metered model call nor known to be free."""
+    path = path.split("?", 1)[0].rstrip("/")
+    return method.upper() not in READ_METHODS and wire_format(path) is None \
+        and not path.endswith(FREE_WRITES)
 
 
 def text_chars(value: Any) -> int:
