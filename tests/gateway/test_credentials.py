@@ -153,3 +153,21 @@ def test_scrubber_masks_a_key_split_at_every_position():
     assert stream.feed(b"event end sk-") == b"event end " and stream.flush() == b"sk-"
     # an event ending in a blank line goes out at once
     assert Scrubber([KEY]).feed(b"data: {}\n\n") == b"data: {}\n\n"
+
+
+def test_open_run_refuses_what_it_cannot_serve_safely(gateway, sock_dir):
+    upstream = [Upstream("https://api.anthropic.com")]
+    (sock_dir / "file").write_text("not a socket")
+    with pytest.raises(FileExistsError, match="not a socket"):
+        gateway.open_run("f", sock_dir / "file", upstreams=upstream)
+    with pytest.raises(ValueError, match="over 107 bytes"):
+        gateway.open_run("l", sock_dir / ("x" * 120), upstreams=upstream)
+    run = gateway.open_run("r", sock_dir / "r.sock", upstreams=upstream)
+    assert (sock_dir / "r.sock").stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ValueError, match="already open"):
+        gateway.open_run("r", sock_dir / "other.sock", upstreams=upstream)
+    with pytest.raises(ValueError, match="share a mount"):
+        gateway.open_run("m", sock_dir / "m.sock", upstreams=upstream * 2)
+    run.close()
+    assert not (sock_dir / "r.sock").exists()
+    assert gateway.open_run("r", sock_dir / "r.sock", upstreams=upstream).run_id == "r"

@@ -106,3 +106,27 @@ def test_a_chat_stream_without_include_usage_is_unmetered_not_zero(gateway, sock
         assert reply.status == 200 and b"[DONE]" in reply.raw
         assert run.records()[0]["output_tokens"] is None
         assert run.totals()["output_tokens"] is None
+
+
+def test_stream_usage_from_raw_events_one_byte_at_a_time():
+    """The same events cut anywhere give the same counts; a stream cut before message_delta has
+    no output count (message_start's is a placeholder)."""
+    from evalq.modelserver.responses import responses_stream
+    from evalq.modelserver.script import Turn
+    from evalq.modelserver.wire import anthropic_stream
+    from evalq.workers.gateway.usage import StreamUsage
+
+    turn = Turn(text="hi", usage=ANTHROPIC_USAGE[0])
+    raw = b"".join(anthropic_stream(turn, "m"))
+    meter = StreamUsage("anthropic-messages")
+    for i in range(len(raw)):
+        meter.feed(raw[i:i + 1])
+    assert meter.usage == ANTHROPIC_USAGE[0]
+    cut = StreamUsage("anthropic-messages")
+    cut.feed(raw[:raw.index(b"event: message_delta")])
+    assert cut.usage["output_tokens"] is None
+    assert cut.usage["input_tokens"] == ANTHROPIC_USAGE[0]["input_tokens"]
+    responses = StreamUsage("openai-responses")
+    responses.feed(b"".join(responses_stream(Turn(text="x", usage=OPENAI_USAGE[0]), "m"))
+                   .replace(b"\n", b"\r\n"))
+    assert responses.usage == {**OPENAI_USAGE[0], "cache_write_tokens": None}

@@ -49,14 +49,19 @@ class Gateway:
         self.slots = RedisSlots(redis_url, lease=slot_lease) if redis_url else LocalSlots()
         self.ssl_context = ssl_context or ssl.create_default_context()
         self.runs: dict[str, GatewayRun] = {}
+        self.runs_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="evalq-gateway",
                                        daemon=True)
         self.thread.start()
         try:
             self._call(self._start())
-        except BaseException:
+        except Exception as exc:
             self._stop_loop()
+            if redis_url:
+                raise RuntimeError("the model gateway cannot reach Redis for its provider "
+                                   f"slots ({type(exc).__name__}: {exc}); start Redis or "
+                                   "leave the broker unset") from exc
             raise
 
     def _call(self, coro, timeout: float = 30.0) -> Any:
@@ -80,16 +85,22 @@ class Gateway:
                  socket_mode: int = 0o600) -> GatewayRun:
         """Listen for one run on `socket_path` (its parent should be a directory only the
         worker can enter) and return its handle once the socket accepts connections."""
-        if run_id in self.runs:
-            raise ValueError(f"run {run_id!r} is already open on this gateway")
         path = Path(socket_path)
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
             raise ValueError(f"socket path {path} is over {MAX_SOCKET_PATH} bytes; "
                              "use a shorter directory")
         run = GatewayRun(self, run_id, path, as_upstreams(upstreams), credentials or {},
                          budgets or RunBudgets(), concurrency, on_exhausted)
-        self._call(self._listen(run, socket_mode))
-        self.runs[run_id] = run
+        with self.runs_lock:
+            if run_id in self.runs:
+                raise ValueError(f"run {run_id!r} is already open on this gateway")
+            self.runs[run_id] = run
+        try:
+            self._call(self._listen(run, socket_mode))
+        except BaseException:
+            with self.runs_lock:
+                self.runs.pop(run_id, None)
+            raise
         return run
 
     async def _listen(self, run: GatewayRun, mode: int) -> None:
@@ -102,19 +113,20 @@ class Gateway:
         server = web.Server(functools.partial(handle, self, run), access_log=None)
         listener = await self.loop.create_unix_server(server, str(path))
         os.chmod(path, mode)
-        run._server, run._listener = server, listener
+        run.http_server, run.listener = server, listener
 
     def close_run(self, run: GatewayRun) -> None:
         if run.closed:
             return
         run.closed = True
-        self.runs.pop(run.run_id, None)
+        with self.runs_lock:
+            self.runs.pop(run.run_id, None)
         self._call(self._unlisten(run))
 
     async def _unlisten(self, run: GatewayRun) -> None:
-        run._listener.close()
-        await run._server.shutdown(1.0)
-        await run._listener.wait_closed()
+        run.listener.close()
+        await run.http_server.shutdown(1.0)
+        await run.listener.wait_closed()
         try:
             run.socket_path.unlink()
         except FileNotFoundError:
@@ -143,7 +155,9 @@ class Gateway:
         """Close every run, the upstream connections and the slots; stop the loop thread."""
         if not self.loop.is_running():
             return
-        for run in list(self.runs.values()):
+        with self.runs_lock:
+            runs = list(self.runs.values())
+        for run in runs:
             self.close_run(run)
         try:
             self._call(self._shutdown())

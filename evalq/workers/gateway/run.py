@@ -47,6 +47,8 @@ class GatewayRun:
         #: Why the run may make no more model calls (a budget spent), or None.
         self.exhausted: Optional[str] = None
         self.closed = False
+        self.http_server: Any = None   # set by the gateway once the socket listens
+        self.listener: Any = None
         self._records: list[Record] = []
         self._seen: set[bytes] = set()
         self._count = 0

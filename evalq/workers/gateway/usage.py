@@ -2,7 +2,8 @@
 input_tokens excludes cache reads and writes. A count the provider did not send stays None.
 
 Anthropic streams split usage over message_start and message_delta (the delta's counts are
-cumulative and win); OpenAI chat streams carry it in a last chunk (when asked for); Responses
+cumulative and win; message_start's output count is a placeholder, so a stream cut before its
+message_delta has no output count); OpenAI chat streams carry it in a last chunk (when asked for); Responses
 streams in response.completed (or .incomplete / .failed).
 """
 
@@ -126,8 +127,8 @@ class StreamUsage:
     def _event(self, kind: Optional[str], payload: Any) -> None:
         if self.wire == ANTHROPIC:
             if kind == "message_start":
-                self.usage = merge(self.usage, anthropic_usage(_dig(payload, "message",
-                                                                    "usage")))
+                start = anthropic_usage(_dig(payload, "message", "usage"))
+                self.usage = merge(self.usage, {**start, "output_tokens": None})
             elif kind == "message_delta":
                 self.usage = merge(self.usage, anthropic_usage(_dig(payload, "usage")))
         elif self.wire == OPENAI_CHAT:
