@@ -30,7 +30,7 @@ class Turn:
     match: dict[str, Any] = field(default_factory=dict)
     #: True: the reply carries no usage object at all, in every format (a provider that omits it).
     no_usage: bool = False
-    #: An HTTP error status (429, 500, ...) replied instead of the turn, with a provider-shaped body.
+    #: An HTTP error status (429, 500, ...) replied instead of the turn, in the provider's shape.
     status: Optional[int] = None
 
     @property

@@ -4,6 +4,7 @@ The server holds every reply behind a gate, so the count is read while requests 
 
 from __future__ import annotations
 
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -112,3 +113,34 @@ def test_a_slot_lease_is_renewed_while_the_request_runs(redis_url):
 
     first, later, now = asyncio.run(scenario())
     assert later > first and later > now
+
+
+def test_one_gateway_serves_many_runs_at_once(gateway, sock_dir):
+    """Forty runs, each on its own socket with its own key, asked all at once: every request is
+    recorded on the run whose socket it came in on, and carried that run's key."""
+    runs = 40
+    script = parse_script({"fallback": {"text": "ok",
+                                        "usage": {"input_tokens": 2, "output_tokens": 1}}})
+    with ModelServer(script) as server:
+        handles = [gateway.open_run(f"r{i}", sock_dir / f"{i}.sock", credentials={
+            "K": f"key-{i}"}, upstreams=[Upstream(server.url, auth="x-api-key",
+                                                  credential="K")]) for i in range(runs)]
+        with ThreadPoolExecutor(20) as pool:
+            replies = list(pool.map(lambda i: send(str(sock_dir / f"{i}.sock"), "/v1/messages",
+                                                   {"model": "m", "messages": [], "n": i}),
+                                    range(runs)))
+        assert [r.status for r in replies] == [200] * runs
+        assert sorted(e.headers["x-api-key"] for e in server.exchanges) == \
+            sorted(f"key-{i}" for i in range(runs))
+        for i, run in enumerate(handles):
+            assert len(run.records()) == 1 and run.totals()["input_tokens"] == 2
+            exchange = next(e for e in server.exchanges if e.body["n"] == i)
+            assert exchange.headers["x-api-key"] == f"key-{i}"
+
+
+def test_no_redis_is_a_clear_error():
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(RuntimeError, match="cannot reach Redis"):
+        Gateway(redis_url=f"redis://127.0.0.1:{port}/0")

@@ -1,5 +1,5 @@
 """Real providers are reached over TLS with the certificate verified: an upstream whose
-certificate no trusted CA signed is refused (502, nothing sent), one signed by a trusted CA works."""
+certificate no trusted CA signed is refused (502, nothing sent); one a trusted CA signed works."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ input_tokens excludes cache reads and writes. A count the provider did not send 
 
 Anthropic streams split usage over message_start and message_delta (the delta's counts are
 cumulative and win; message_start's output count is a placeholder, so a stream cut before its
-message_delta has no output count); OpenAI chat streams carry it in a last chunk (when asked for); Responses
-streams in response.completed (or .incomplete / .failed).
+message_delta has no output count); OpenAI chat streams carry it in a last chunk (when asked
+for); Responses streams in response.completed (or .incomplete / .failed).
 """
 
 from __future__ import annotations
