@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from evalq.workers.gateway.unix_client import UnixConnection
 
@@ -34,3 +37,46 @@ def send(path: str, target: str, body: Optional[dict] = None, headers: Optional[
         return Reply(response.status, dict(response.getheaders()), response.read())
     finally:
         conn.close()
+
+
+@contextmanager
+def tcp_forwarder(socket_path: str) -> Iterator[int]:
+    """A loopback TCP port piped to a gateway socket, as the forwarder inside a sandbox does
+    (for a real agent CLI, which speaks TCP). Yields the port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    done = threading.Event()
+
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(socket_path)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        listener.close()
+        thread.join(5)
