@@ -130,3 +130,14 @@ def test_stream_usage_from_raw_events_one_byte_at_a_time():
     responses.feed(b"".join(responses_stream(Turn(text="x", usage=OPENAI_USAGE[0]), "m"))
                    .replace(b"\n", b"\r\n"))
     assert responses.usage == {**OPENAI_USAGE[0], "cache_write_tokens": None}
+
+
+@pytest.mark.parametrize("path,wire", [
+    ("/v1/messages?beta=true", "anthropic-messages"), ("/v1/messages/count_tokens", None),
+    ("/v1/chat/completions", "openai-chat"), ("/openai/v1/responses/", "openai-responses"),
+    ("/v1/responses/compact", "openai-responses"), ("/v1/responses/resp_1", None),
+    ("/v1/models", None)])
+def test_wire_format_by_path(path, wire):
+    from evalq.workers.gateway.wire import wire_format
+
+    assert wire_format(path) == wire

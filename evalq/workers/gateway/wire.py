@@ -10,7 +10,8 @@ from typing import Any, Optional
 ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES = "anthropic-messages", "openai-chat", "openai-responses"
 #: Path endings of the model calls the gateway meters; anything else is forwarded unmetered.
 PATH_ENDINGS = (("/messages", ANTHROPIC), ("/chat/completions", OPENAI_CHAT),
-                ("/responses", OPENAI_RESPONSES))
+                ("/responses", OPENAI_RESPONSES),
+                ("/responses/compact", OPENAI_RESPONSES))  # Codex's remote compaction
 #: Requests that change nothing billable: forwarded unmetered. Any other write (POST, PUT,
 #: PATCH, DELETE) that is not a metered model call is refused, so no billed endpoint the
 #: gateway cannot meter (batches, files, embeddings, fine-tuning, ...) slips past a budget.
