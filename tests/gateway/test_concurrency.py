@@ -138,6 +138,13 @@ def test_one_gateway_serves_many_runs_at_once(gateway, sock_dir):
             assert exchange.headers["x-api-key"] == f"key-{i}"
 
 
+def test_a_broker_that_is_not_redis_means_in_process_slots():
+    from evalq.workers.gateway.slots import LocalSlots
+
+    with Gateway(redis_url="filesystem:///tmp/evalq-broker") as gw:
+        assert isinstance(gw.slots, LocalSlots)
+
+
 def test_no_redis_is_a_clear_error():
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -28,6 +28,7 @@ from evalq.workers.gateway.slots import LocalSlots, RedisSlots
 from evalq.workers.gateway.upstreams import Upstream, as_upstreams
 
 log = logging.getLogger("evalq.gateway")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
 
 
@@ -39,14 +40,17 @@ class Gateway:
     """`Gateway(redis_url=None)`: start the loop thread; `open_run` per trial; `close` at exit.
 
     `redis_url` shares provider concurrency limits with every gateway on that Redis (leases of
-    `slot_lease` seconds, renewed while a request runs); without it they hold in this process.
+    `slot_lease` seconds, renewed while a request runs); without it, or with a broker URL that
+    is not Redis (the embedded default's), they hold in this process. Each run compares the
+    shared count at an origin with its own limit.
     `ssl_context` replaces the default (system CAs, certificates and host names verified)."""
 
     def __init__(self, redis_url: Optional[str] = None, *,
                  ssl_context: Optional[ssl.SSLContext] = None,
                  price_table: Optional[PriceTable] = None, slot_lease: float = 30.0):
         self.price_table = price_table or load_price_table()
-        self.slots = RedisSlots(redis_url, lease=slot_lease) if redis_url else LocalSlots()
+        shared = bool(redis_url) and redis_url.startswith(REDIS_SCHEMES)
+        self.slots = RedisSlots(redis_url, lease=slot_lease) if shared else LocalSlots()
         self.ssl_context = ssl_context or ssl.create_default_context()
         self.runs: dict[str, GatewayRun] = {}
         self.runs_lock = threading.Lock()
@@ -58,7 +62,7 @@ class Gateway:
             self._call(self._start())
         except Exception as exc:
             self._stop_loop()
-            if redis_url:
+            if shared:
                 raise RuntimeError("the model gateway cannot reach Redis for its provider "
                                    f"slots ({type(exc).__name__}: {exc}); start Redis or "
                                    "leave the broker unset") from exc
