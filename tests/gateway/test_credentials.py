@@ -19,7 +19,8 @@ KEY = "sk-ant-REAL-7f3a9c1e5b2d4f6a8c0e"
 AGENT_AUTH = {"Authorization": f"Bearer {PLACEHOLDER_KEY}", "x-api-key": PLACEHOLDER_KEY,
               "api-key": PLACEHOLDER_KEY, "X-Goog-Api-Key": "agent-guess",
               "Proxy-Authorization": "Basic eDp5", "Cookie": "session=agent",
-              "X-My-Secret-Token": "agent", "anthropic-version": "2023-06-01"}
+              "X-My-Secret-Token": "agent", "OpenAI-Organization": "org-agent",
+              "OpenAI-Project": "proj-agent", "anthropic-version": "2023-06-01"}
 SCRIPT = {"turns": [{"text": "hi", "usage": {"input_tokens": 3, "output_tokens": 1}}] * 4}
 
 

@@ -1,8 +1,9 @@
 """Headers across the door: the agent's credentials never go up, the real key never comes down.
 
-Whatever the agent sends that could carry a credential is dropped by name (any header naming
-auth, key, token, secret, cookie, session or password), not by a list of known headers, so a
-new provider's header does not slip through; the real key is then set for the upstream alone.
+Whatever the agent sends that could carry a credential or pick the account it bills is dropped
+by name (any header naming auth, key, token, secret, cookie, session, password, organization,
+project or account), not by a list of known headers, so a new provider's header does not slip
+through; the real key is then set for the upstream alone.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Iterable, Mapping, Optional
 from multidict import CIMultiDict
 
 CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "cookie", "session", "password",
-                    "credential")
+                    "credential", "organization", "project", "account")
 #: Per-connection headers (RFC 9110 §7.6.1) and ones the gateway sets itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
                         "transfer-encoding", "upgrade", "host", "content-length", "expect",
