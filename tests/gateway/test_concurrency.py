@@ -151,3 +151,28 @@ def test_no_redis_is_a_clear_error():
         port = probe.getsockname()[1]
     with pytest.raises(RuntimeError, match="cannot reach Redis"):
         Gateway(redis_url=f"redis://127.0.0.1:{port}/0")
+
+
+@pytest.mark.parametrize("shared", ["redis", "in-process"])
+def test_closing_a_run_ends_its_requests_in_flight_and_frees_their_slots(shared, request,
+                                                                         sock_dir):
+    redis_url = request.getfixturevalue("redis_url") if shared == "redis" else None
+    gate = threading.Event()
+    with ModelServer(parse_script({"fallback": {"text": "late"}}), gate=gate) as server, \
+            Gateway(redis_url=redis_url) as gw:
+        run = gw.open_run("c", sock_dir / "g.sock", upstreams=[Upstream(server.url)],
+                          concurrency=1)
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(send, str(sock_dir / "g.sock"), "/v1/messages", BODY)
+            assert server.wait_in_flight(1)
+            run.close()
+            with pytest.raises(Exception):  # the agent's connection is gone, no reply
+                pending.result(30)
+        gate.set()
+        assert run.records()[0]["error"] == "the run was closed while this request was in flight"
+        assert not (sock_dir / "g.sock").exists()
+        # the slot came back: another run at the same provider gets through at once
+        other = gw.open_run("d", sock_dir / "h.sock", upstreams=[Upstream(server.url)],
+                            concurrency=1)
+        assert send(str(sock_dir / "h.sock"), "/v1/messages", BODY).status == 200
+        other.close()

@@ -129,7 +129,12 @@ class Gateway:
 
     async def _unlisten(self, run: GatewayRun) -> None:
         run.listener.close()
-        await run.http_server.shutdown(1.0)
+        pending = list(run.in_flight)  # requests still running (a stream the agent left)
+        for task in pending:
+            task.cancel()
+        if pending:  # their records and slot releases happen as they unwind: wait for that
+            await asyncio.wait(pending, timeout=5.0)
+        await run.http_server.shutdown(0.5)  # idle kept-alive connections
         await run.listener.wait_closed()
         try:
             run.socket_path.unlink()

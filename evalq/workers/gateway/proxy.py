@@ -6,6 +6,7 @@ budget, answered by the provider (any status, passed through unchanged), or fail
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from urllib.parse import urlsplit
@@ -91,6 +92,8 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
                     path=request.raw_path.split("?", 1)[0][:2048])
     ledger = Ledger(gateway, run, record)
+    task = asyncio.current_task()
+    run.in_flight.add(task)
     try:
         if request.method == "CONNECT":
             raise Refused(403, "not_allowed", "CONNECT tunnels are refused: point the agent's "
@@ -119,8 +122,12 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     except Refused as exc:
         record.refused, record.status = str(exc), exc.status
         return error_response(exc.status, exc.kind, str(exc), exc.budget)
+    except asyncio.CancelledError:
+        record.error = record.error or "the run was closed while this request was in flight"
+        raise
     finally:
         ledger.finish()
+        run.in_flight.discard(task)
 
 
 async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseRequest,

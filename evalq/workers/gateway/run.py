@@ -49,6 +49,7 @@ class GatewayRun:
         self.closed = False
         self.http_server: Any = None   # set by the gateway once the socket listens
         self.listener: Any = None
+        self.in_flight: set[Any] = set()  # the loop's tasks answering this run's requests
         self._records: list[Record] = []
         self._seen: set[bytes] = set()
         self._count = 0
@@ -68,7 +69,8 @@ class GatewayRun:
         return out
 
     def close(self) -> None:
-        """Stop listening, drop open connections, remove the socket. Records stay readable."""
+        """Stop listening, end requests in flight (recorded as such, their provider slots
+        freed), remove the socket. Records stay readable."""
         self.gateway.close_run(self)
 
     # ------------------------------------------------------------ used by the proxy
