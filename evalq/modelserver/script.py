@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -80,8 +80,12 @@ def _turn(raw: dict[str, Any], where: str) -> Turn:
 
 
 def parse_script(data: dict[str, Any]) -> Script:
+    """`no_usage = true` at the top: a server that reports no usage at all, in every turn."""
     turns = tuple(_turn(t, f"turns[{i}]") for i, t in enumerate(data.get("turns") or []))
     fallback = _turn(data["fallback"], "fallback") if "fallback" in data else Turn(text="OK.")
+    if data.get("no_usage"):
+        turns = tuple(replace(t, no_usage=True) for t in turns)
+        fallback = replace(fallback, no_usage=True)
     return Script(turns=turns, fallback=fallback)
 
 

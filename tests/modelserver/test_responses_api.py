@@ -99,8 +99,9 @@ def test_responses_stream_events_in_order_with_usage_on_completed():
     ("/v1/messages", {}), ("/v1/chat/completions", {"stream_options": {"include_usage": True}}),
     ("/v1/responses", {})])
 def test_no_usage_turns_carry_no_usage_in_any_format(path, stream_extra):
-    turn = {"text": "quiet", "usage": USAGE, "no_usage": True}
-    with ModelServer(parse_script({"turns": [turn, turn]})) as server:
+    turn = {"text": "quiet", "usage": USAGE}  # the script-wide switch silences every turn
+    with ModelServer(parse_script({"no_usage": True, "turns": [turn, turn],
+                                   "fallback": turn})) as server:
         _, whole = post(server.url + path, {"model": "m", "messages": [], "input": "x"})
         assert "usage" not in json.loads(whole)
         _, streamed = post(server.url + path, {"model": "m", "messages": [], "stream": True,
@@ -109,6 +110,8 @@ def test_no_usage_turns_carry_no_usage_in_any_format(path, stream_extra):
         assert datas, "the stream carried no events"
         assert all("usage" not in d and "usage" not in (d.get("message") or {})
                    and "usage" not in (d.get("response") or {}) for d in datas)
+        _, fallback = post(server.url + path, {"model": "m", "messages": [], "input": "x"})
+        assert "usage" not in json.loads(fallback)
         assert server.reported() == dict.fromkeys(server.reported(), None)
 
 
