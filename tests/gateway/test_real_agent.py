@@ -16,13 +16,13 @@ import pytest
 from gateway_client import tcp_forwarder
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
+from evalq.workers.agents.claude_code import ClaudeCode
 from evalq.workers.gateway import PLACEHOLDER_KEY, PROVIDERS
 
 KEY = "sk-ant-api03-REAL-e2e-9d8c7b6a5f4e3d2c1b0a"
 USAGE = {"input_tokens": 1234, "output_tokens": 56, "cache_read_tokens": 789,
          "cache_write_tokens": 321}
-QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_BUG_COMMAND": "1"}
+QUIET = ClaudeCode.quiet_env  # the adapter's: no telemetry, update checks or other traffic
 
 
 @pytest.fixture
