@@ -1,15 +1,38 @@
-"""One request over a run's gateway socket, and everything the agent could read of the reply."""
+"""Gateway test support: the scripted model server plays the provider, requests go over real
+unix sockets (as the in-sandbox forwarder sends them). Fixtures are imported by name (the
+suite keeps one conftest.py, at the top)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
+import pytest
+
+from evalq.workers.gateway import Gateway
 from evalq.workers.gateway.unix_client import UnixConnection
+
+
+@pytest.fixture
+def sock_dir():
+    """A short private directory: unix socket paths must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="gw-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def gateway():
+    gw = Gateway()
+    yield gw
+    gw.close()
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway_client import tcp_forwarder
+from gateway_support import gateway, sock_dir, tcp_forwarder  # noqa: F401 (fixtures)
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.workers.agents.claude_code import ClaudeCode

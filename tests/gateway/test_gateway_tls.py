@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gateway_client import send
+from gateway_support import send, sock_dir  # noqa: F401 (fixtures)
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.workers.gateway import Gateway, Upstream

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from gateway_client import send
+from gateway_support import gateway, send, sock_dir  # noqa: F401 (fixtures)
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.modelserver.wire import error_body
