@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,scale,report,stats]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,scale,report,stats,gateway]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats")
+SECTIONS = ("overhead", "scale", "report", "stats", "gateway")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -40,9 +40,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def sizes(quick: bool, trials: int | None) -> dict:
     if quick:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
-                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000}
+                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
+                "gateway_requests": 50}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
-            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
+            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
+            "gateway_requests": 300}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +108,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import stats_bench
 
         return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    if section == "gateway":
+        from . import gateway_bench
+
+        return gateway_bench.run(size["gateway_requests"], log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

@@ -1,7 +1,9 @@
 """The HTTP side of the scripted model server: loopback only, one thread per request.
 
-Every reply is written to a ledger (which turn, the usage reported), so a test can compare what
-the agent and evalq recorded against what the "provider" said, request by request.
+Every reply is written to a ledger (which turn, the usage reported, the request's headers), so a
+test can compare what the agent and evalq recorded against what the "provider" said, request by
+request. A test can also hold replies behind a gate and watch how many requests are in flight
+(to check a concurrency limit without sleeping).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
 from evalq.modelserver.script import USAGE_KEYS, Script, ToolCall, Turn
-from evalq.modelserver.wire import (anthropic_message, anthropic_stream, openai_completion, openai_stream)
+from evalq.modelserver.responses import response_object, responses_stream
+from evalq.modelserver.wire import (anthropic_message, anthropic_stream, error_body,
+                                    openai_completion, openai_stream)
+
+#: Which API a POST path speaks, by its ending.
+ROUTES = (("/messages", "anthropic"), ("/chat/completions", "openai"),
+          ("/responses", "responses"))
 
 #: Where agents say their working directory; `{cwd}` in scripted tool arguments becomes it.
 CWD_PATTERNS = (re.compile(r"[Ww]orking directory: (/[^\s<\"'\\]+)"),
@@ -33,18 +41,26 @@ class Exchange:
     usage: dict[str, Optional[int]]
     tool_names: list[str] = field(default_factory=list)
     body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200
 
 
 class ModelServer:
     """`with ModelServer(script) as server:` serves on 127.0.0.1:<free port> until the block ends."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0,
+                 gate: Optional[threading.Event] = None):
+        """`gate`: when given, every model reply waits until it is set (at most a minute)."""
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise ValueError(f"the scripted model server binds to loopback only, not {host!r}")
         self.script = script
         self.cursor = 0
         self.exchanges: list[Exchange] = []
         self.lock = threading.Lock()
+        self.gate = gate
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.changed = threading.Condition(self.lock)
         self.httpd = ThreadingHTTPServer((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self.thread: threading.Thread | None = None
@@ -55,7 +71,8 @@ class ModelServer:
         return f"http://{host}:{port}"
 
     def start(self) -> "ModelServer":
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a short poll interval: stop() returns within 50 ms instead of 500
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         return self
 
@@ -82,6 +99,24 @@ class ModelServer:
         with self.lock:
             self.exchanges.append(exchange)
 
+    def enter(self) -> None:
+        with self.changed:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.changed.notify_all()
+        if self.gate is not None:
+            self.gate.wait(60)
+
+    def leave(self) -> None:
+        with self.changed:
+            self.in_flight -= 1
+            self.changed.notify_all()
+
+    def wait_in_flight(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until exactly `count` model requests are being answered; False on timeout."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.in_flight == count, timeout)
+
     @property
     def finished(self) -> bool:
         """Whether every scripted turn has been served."""
@@ -91,7 +126,7 @@ class ModelServer:
         """Sums of the usage reported so far, per key; None for a key no reply reported."""
         totals: dict[str, Optional[int]] = {k: None for k in USAGE_KEYS}
         for ex in self.exchanges:
-            if only_scripted and ex.turn is None:
+            if ex.status != 200 or (only_scripted and ex.turn is None):
                 continue
             for key in USAGE_KEYS:
                 if ex.usage.get(key) is not None:
@@ -115,6 +150,9 @@ def _substitute(turn: Turn, body: dict[str, Any]) -> Turn:
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # head and body are two writes: without TCP_NODELAY a kept-alive client waits ~40 ms
+        # for the body (Nagle against delayed ACK)
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the ledger is the log
             return
@@ -161,13 +199,17 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if path.endswith("/messages/count_tokens"):
                 self._json(200, {"input_tokens": max(1, len(json.dumps(body)) // 4)})
                 return
-            if path.endswith("/messages"):
-                api = "anthropic"
-            elif path.endswith("/chat/completions"):
-                api = "openai"
-            else:
+            api = next((name for end, name in ROUTES if path.endswith(end)), None)
+            if api is None:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
+            server.enter()
+            try:
+                self._reply(path, api, body)
+            finally:
+                server.leave()
+
+        def _reply(self, path: str, api: str, body: dict[str, Any]) -> None:
             index, turn = server.next_turn(body)
             turn = _substitute(turn, body)
             model = body.get("model") or "scripted"
@@ -175,14 +217,22 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             tools = body.get("tools") or []
             server.record(Exchange(
                 path=path, api=api, model=model, stream=stream, turn=index,
-                usage={k: turn.usage.get(k) for k in USAGE_KEYS},
+                usage={k: turn.reported_usage.get(k) for k in USAGE_KEYS},
                 tool_names=[t.get("name") or (t.get("function") or {}).get("name", "")
-                            for t in tools], body=body))
-            if api == "anthropic":
+                            for t in tools], body=body, headers=dict(self.headers.items()),
+                status=turn.status or 200))
+            if turn.status:
+                self._json(turn.status, error_body(api, turn.status))
+            elif api == "anthropic":
                 if stream:
                     self._events(anthropic_stream(turn, model))
                 else:
                     self._json(200, anthropic_message(turn, model))
+            elif api == "responses":
+                if stream:
+                    self._events(responses_stream(turn, model))
+                else:
+                    self._json(200, response_object(turn, model))
             elif stream:
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._events(openai_stream(turn, model, include))

@@ -1,4 +1,6 @@
-"""Replies in the two wire formats, whole or as server-sent events, from one scripted Turn.
+"""Replies in the chat wire formats, whole or as server-sent events, from one scripted Turn.
+
+(The OpenAI Responses API has its own module, `responses`.)
 
 Usage in a script uses evalq's convention (input_tokens excludes cache reads and writes);
 each format maps it the way that provider reports it.
@@ -14,8 +16,27 @@ from typing import Any, Iterator
 from evalq.modelserver.script import Turn
 
 
-def _id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+ERROR_TYPES = {429: "rate_limit_error", 529: "overloaded_error"}
+
+
+def error_body(api: str, status: int) -> dict[str, Any]:
+    """What a provider sends with an error status, in the shape its clients parse."""
+    kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    message = f"scripted error {status}"
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": str(status)}}
+
+
+def with_usage(reply: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The reply with its usage object, unless the turn reports none."""
+    if usage is not None:
+        reply["usage"] = usage
+    return reply
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -42,20 +63,17 @@ def _anthropic_blocks(turn: Turn) -> list[dict[str, Any]]:
     if turn.text:
         blocks.append({"type": "text", "text": turn.text})
     for call in turn.tool_calls:
-        blocks.append({"type": "tool_use", "id": _id("toolu_"), "name": call.name,
+        blocks.append({"type": "tool_use", "id": new_id("toolu_"), "name": call.name,
                        "input": call.arguments})
     return blocks
 
 
 def anthropic_message(turn: Turn, model: str) -> dict[str, Any]:
-    message = {"id": _id("msg_"), "type": "message", "role": "assistant", "model": model,
+    message = {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": model,
                "content": _anthropic_blocks(turn),
                "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
                "stop_sequence": None}
-    usage = anthropic_usage(turn.usage)
-    if usage is not None:
-        message["usage"] = usage
-    return message
+    return with_usage(message, anthropic_usage(turn.reported_usage))
 
 
 def anthropic_stream(turn: Turn, model: str) -> Iterator[bytes]:
@@ -89,21 +107,29 @@ def anthropic_stream(turn: Turn, model: str) -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------ OpenAI chat completions
-def openai_usage(usage: dict[str, Any]) -> dict[str, Any] | None:
+#: (prompt, completion, prompt details) field names of each OpenAI API's usage object.
+OPENAI_USAGE_NAMES = {"chat": ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
+                      "responses": ("input_tokens", "output_tokens", "input_tokens_details")}
+
+
+def openai_usage(usage: dict[str, Any], api: str = "chat") -> dict[str, Any] | None:
+    """OpenAI counts cached tokens inside the prompt (evalq's scripts keep them apart), and
+    names the cached count only when the script gives one."""
     if not usage:
         return None
+    prompt_key, completion_key, details_key = OPENAI_USAGE_NAMES[api]
     cached = usage.get("cache_read_tokens") or 0
     prompt = (usage.get("input_tokens") or 0) + cached
     completion = usage.get("output_tokens") or 0
-    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+    out: dict[str, Any] = {prompt_key: prompt, completion_key: completion,
                            "total_tokens": prompt + completion}
     if usage.get("cache_read_tokens") is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+        out[details_key] = {"cached_tokens": cached}
     return out
 
 
 def _openai_calls(turn: Turn) -> list[dict[str, Any]]:
-    return [{"id": _id("call_"), "type": "function",
+    return [{"id": new_id("call_"), "type": "function",
              "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for c in turn.tool_calls]
 
@@ -114,18 +140,15 @@ def openai_completion(turn: Turn, model: str) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     reply: dict[str, Any] = {
-        "id": _id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
+        "id": new_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message,
                      "finish_reason": "tool_calls" if calls else "stop"}]}
-    usage = openai_usage(turn.usage)
-    if usage is not None:
-        reply["usage"] = usage
-    return reply
+    return with_usage(reply, openai_usage(turn.reported_usage))
 
 
 def openai_stream(turn: Turn, model: str, include_usage: bool) -> Iterator[bytes]:
-    base = {"id": _id("chatcmpl-"), "object": "chat.completion.chunk",
+    base = {"id": new_id("chatcmpl-"), "object": "chat.completion.chunk",
             "created": int(time.time()), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -143,7 +166,7 @@ def openai_stream(turn: Turn, model: str, include_usage: bool) -> Iterator[bytes
         yield chunk({"tool_calls": [{"index": index, "function": {
             "arguments": call["function"]["arguments"]}}]})
     yield chunk({}, "tool_calls" if calls else "stop")
-    usage = openai_usage(turn.usage)
+    usage = openai_usage(turn.reported_usage)
     if include_usage and usage is not None:
         yield sse(None, {**base, "choices": [], "usage": usage})
     yield sse(None, "[DONE]")

@@ -1,0 +1,189 @@
+"""The gateway process side: one asyncio loop in one thread serves every open run's socket.
+
+A worker holding hundreds of waiting trials needs no thread per connection: each run is a
+listener on its own unix socket, all on this loop, all sharing one pool of upstream
+connections (TLS verified) and one concurrency counter per provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import ssl
+import stat
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import aiohttp
+from aiohttp import web
+
+from evalq.pricing import PriceTable, load_price_table
+from evalq.workers.gateway.budgets import RunBudgets
+from evalq.workers.gateway.proxy import handle
+from evalq.workers.gateway.run import GatewayRun
+from evalq.workers.gateway.slots import LocalSlots, RedisSlots
+from evalq.workers.gateway.upstreams import Upstream, as_upstreams
+
+log = logging.getLogger("evalq.gateway")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
+
+
+def _origin(upstream: Union[str, Upstream]) -> str:
+    return (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
+
+
+class Gateway:
+    """`Gateway(redis_url=None)`: start the loop thread; `open_run` per trial; `close` at exit.
+
+    `redis_url` shares provider concurrency limits with every gateway on that Redis (leases of
+    `slot_lease` seconds, renewed while a request runs); without it, or with a broker URL that
+    is not Redis (the embedded default's), they hold in this process. Each run compares the
+    shared count at an origin with its own limit.
+    `ssl_context` replaces the default (system CAs, certificates and host names verified)."""
+
+    def __init__(self, redis_url: Optional[str] = None, *,
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 price_table: Optional[PriceTable] = None, slot_lease: float = 30.0):
+        self.price_table = price_table or load_price_table()
+        shared = bool(redis_url) and redis_url.startswith(REDIS_SCHEMES)
+        self.slots = RedisSlots(redis_url, lease=slot_lease) if shared else LocalSlots()
+        self.ssl_context = ssl_context or ssl.create_default_context()
+        self.runs: dict[str, GatewayRun] = {}
+        self.runs_lock = threading.Lock()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="evalq-gateway",
+                                       daemon=True)
+        self.thread.start()
+        try:
+            self._call(self._start())
+        except Exception as exc:
+            self._stop_loop()
+            if shared:
+                raise RuntimeError("the model gateway cannot reach Redis for its provider "
+                                   f"slots ({type(exc).__name__}: {exc}); start Redis or "
+                                   "leave the broker unset") from exc
+            raise
+
+    def _call(self, coro, timeout: float = 30.0) -> Any:
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("Gateway methods are called from the worker, not the loop")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self) -> None:
+        await self.slots.start()
+        connector = aiohttp.TCPConnector(limit=0, ssl=self.ssl_context, ttl_dns_cache=300)
+        self.session = aiohttp.ClientSession(
+            connector=connector, trust_env=False, auto_decompress=True,
+            timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=600))
+
+    # ------------------------------------------------------------------ runs
+    def open_run(self, run_id: str, socket_path: Union[str, Path],
+                 upstreams: Sequence[Union[str, Upstream]],
+                 credentials: Optional[Mapping[str, str]] = None,
+                 budgets: Optional[RunBudgets] = None, concurrency: Optional[int] = None,
+                 on_exhausted: Optional[Callable[[str], None]] = None,
+                 socket_mode: int = 0o600) -> GatewayRun:
+        """Listen for one run on `socket_path` (its parent should be a directory only the
+        worker can enter) and return its handle once the socket accepts connections."""
+        path = Path(socket_path)
+        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+            raise ValueError(f"socket path {path} is over {MAX_SOCKET_PATH} bytes; "
+                             "use a shorter directory")
+        run = GatewayRun(self, run_id, path, as_upstreams(upstreams), credentials or {},
+                         budgets or RunBudgets(), concurrency, on_exhausted)
+        with self.runs_lock:
+            if run_id in self.runs:
+                raise ValueError(f"run {run_id!r} is already open on this gateway")
+            self.runs[run_id] = run
+        try:
+            self._call(self._listen(run, socket_mode))
+        except BaseException:
+            with self.runs_lock:
+                self.runs.pop(run_id, None)
+            raise
+        return run
+
+    async def _listen(self, run: GatewayRun, mode: int) -> None:
+        path = run.socket_path
+        if path.exists() or path.is_symlink():
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                raise FileExistsError(f"{path} exists and is not a socket; give the run a "
+                                      "fresh socket path")
+            path.unlink()
+        server = web.Server(functools.partial(handle, self, run), access_log=None)
+        listener = await self.loop.create_unix_server(server, str(path))
+        os.chmod(path, mode)
+        run.http_server, run.listener = server, listener
+
+    def close_run(self, run: GatewayRun) -> None:
+        if run.closed:
+            return
+        run.closed = True
+        with self.runs_lock:
+            self.runs.pop(run.run_id, None)
+        self._call(self._unlisten(run))
+
+    async def _unlisten(self, run: GatewayRun) -> None:
+        run.listener.close()
+        pending = list(run.in_flight)  # requests still running (a stream the agent left)
+        for task in pending:
+            task.cancel()
+        if pending:  # their records and slot releases happen as they unwind: wait for that
+            await asyncio.wait(pending, timeout=5.0)
+        await run.http_server.shutdown(0.5)  # idle kept-alive connections
+        await run.listener.wait_closed()
+        try:
+            run.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ helpers
+    def queued(self, upstream: Union[str, Upstream]) -> int:
+        """Requests of this gateway waiting for a concurrency slot at an upstream's origin."""
+        return self.slots.waiters.counts[_origin(upstream)]
+
+    def wait_queued(self, upstream: Union[str, Upstream], count: int,
+                    timeout: float = 10.0) -> bool:
+        """Block until exactly `count` requests wait for a slot there; False on timeout."""
+        return self.slots.waiters.wait_for(_origin(upstream), count, timeout)
+
+    def notify(self, callback: Callable[[str], None], reason: str) -> None:
+        """Run a worker's callback off the loop, so a slow one cannot stall other runs."""
+        def call() -> None:
+            try:
+                callback(reason)
+            except Exception:  # noqa: BLE001 - the worker's bug must not kill the gateway
+                log.exception("gateway on_exhausted callback failed")
+        self.loop.run_in_executor(None, call)
+
+    def close(self) -> None:
+        """Close every run, the upstream connections and the slots; stop the loop thread."""
+        if not self.loop.is_running():
+            return
+        with self.runs_lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            self.close_run(run)
+        try:
+            self._call(self._shutdown())
+        finally:
+            self._stop_loop()
+
+    async def _shutdown(self) -> None:
+        await self.session.close()
+        await self.slots.close()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+    def __enter__(self) -> "Gateway":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

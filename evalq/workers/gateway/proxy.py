@@ -1,0 +1,205 @@
+"""The request path through the door: route, refuse or forward, relay, meter, charge.
+
+Every request ends as one Record on its run, whatever happened: refused by the allowlist or a
+budget, answered by the provider (any status, passed through unchanged), or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Optional
+
+import aiohttp
+from aiohttp import web
+
+from evalq.workers.gateway import usage as wire_usage
+from evalq.workers.gateway.headers import agent_headers, upstream_headers
+from evalq.workers.gateway.records import Record
+from evalq.workers.gateway.scrub import Scrubber
+from evalq.workers.gateway.upstreams import RouteError, route
+from evalq.workers.gateway.wire import request_facts, unmetered_write, wire_format
+
+if TYPE_CHECKING:
+    from evalq.workers.gateway.gateway import Gateway
+    from evalq.workers.gateway.run import GatewayRun
+
+MAX_REQUEST_BYTES = 32 * 1024 * 1024  # the largest request Anthropic and OpenAI accept
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+CHUNK = 64 * 1024
+
+
+class Refused(Exception):
+    def __init__(self, status: int, kind: str, message: str, budget: Optional[str] = None):
+        super().__init__(message)
+        self.status, self.kind, self.budget = status, kind, budget
+
+
+def error_response(status: int, kind: str, message: str, budget: Optional[str] = None,
+                   retry: bool = False) -> web.Response:
+    """An error in a shape both Anthropic and OpenAI clients parse; `x-should-retry: false`
+    stops their SDKs from retrying what will be refused again."""
+    body: dict[str, Any] = {"type": "error", "error": {
+        "type": kind, "code": kind, "message": f"evalq gateway: {message}"}}
+    if budget:
+        body["budget"] = budget
+    return web.Response(status=status, body=json.dumps(body).encode(), headers={
+        "Content-Type": "application/json", "x-evalq-gateway": kind,
+        "x-should-retry": "true" if retry else "false"})
+
+
+async def read_body(request: web.BaseRequest) -> bytes:
+    parts, size = [], 0
+    async for chunk in request.content.iter_chunked(CHUNK):
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise Refused(413, "request_too_large",
+                          f"request body over {MAX_REQUEST_BYTES} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+class Ledger:
+    """Writes one request's record to its run exactly once: before the agent sees the end of the
+    reply, so whoever reads the run after a reply ends finds it there (and budgets charged)."""
+
+    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record):
+        self.gateway, self.run, self.record = gateway, run, record
+        self.started = time.monotonic()
+        self.admitted = False
+        self.done = False
+
+    def elapsed_ms(self) -> float:
+        return round((time.monotonic() - self.started) * 1000, 3)
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.record.latency_ms = self.elapsed_ms()
+        self.record.price(self.gateway.price_table)
+        self.run.add(self.record)
+        if self.admitted:
+            reason = self.run.meter.charge(self.record)
+            if reason is not None:
+                self.run.spend(reason)
+
+
+async def handle(gateway: "Gateway", run: "GatewayRun",
+                 request: web.BaseRequest) -> web.StreamResponse:
+    record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
+                    path=request.raw_path.split("?", 1)[0][:2048])
+    ledger = Ledger(gateway, run, record)
+    task = asyncio.current_task()
+    run.in_flight.add(task)
+    try:
+        if request.method == "CONNECT":
+            raise Refused(403, "not_allowed", "CONNECT tunnels are refused: point the agent's "
+                                              "base URL at the gateway instead")
+        try:
+            upstream, url = route(run.upstreams, request.raw_path)
+        except RouteError as exc:
+            raise Refused(403, "not_allowed", str(exc)) from None
+        record.upstream = upstream.base
+        if unmetered_write(request.method, urlsplit(url).path):
+            raise Refused(403, "not_metered", f"{request.method} {urlsplit(url).path} is not a "
+                          "model call the gateway meters; only those may write upstream")
+        body = await read_body(request)
+        record.request_bytes = len(body)
+        record.wire = wire_format(urlsplit(url).path)
+        facts = request_facts(record.wire, body)
+        record.model, record.stream = facts.model, facts.stream
+        record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
+        record.retry = run.seen_before(request.method, url, body)
+        if record.wire is not None:
+            reason = run.meter.admit()
+            if reason is not None:
+                raise Refused(429, "budget_exhausted", reason, run.meter.budget_name(reason))
+            ledger.admitted = True
+        return await forward(gateway, run, request, ledger, upstream, url, body)
+    except Refused as exc:
+        record.refused, record.status = str(exc), exc.status
+        return error_response(exc.status, exc.kind, str(exc), exc.budget)
+    except asyncio.CancelledError:
+        record.error = record.error or "the run was closed while this request was in flight"
+        raise
+    finally:
+        ledger.finish()
+        run.in_flight.discard(task)
+
+
+async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseRequest,
+                  ledger: Ledger, upstream, url: str, body: bytes) -> web.StreamResponse:
+    record = ledger.record
+    key = run.credentials.get(upstream.credential) if upstream.credential else None
+    headers = upstream_headers(request.headers.items(), upstream.auth, key)
+    scrubber = Scrubber(run.secrets)
+    token, streaming = None, False
+    if run.concurrency is not None:
+        try:
+            token = await gateway.slots.acquire(upstream.origin, run.concurrency)
+        except Exception as exc:  # noqa: BLE001 - the broker holding the slots is unreachable
+            record.error, record.status = f"no concurrency slot: {type(exc).__name__}", 503
+            return error_response(503, "gateway_unavailable", "the provider's concurrency "
+                                  "slots cannot be reached (is Redis up?)", retry=True)
+        record.queued_ms = ledger.elapsed_ms()
+    try:
+        async with gateway.session.request(request.method, url, headers=headers,
+                                           data=body or None, allow_redirects=False) as reply:
+            record.status = reply.status
+            out_headers = agent_headers(reply.headers.items(), run.secrets)
+            if reply.headers.get("Content-Type", "").startswith("text/event-stream"):
+                streaming = True
+                return await relay_stream(request, reply, out_headers, ledger, scrubber)
+            data = await read_reply(reply)
+            if 200 <= reply.status < 300 and record.wire is not None:
+                record.usage = wire_usage.from_body(record.wire, data)
+            return web.Response(status=reply.status, headers=out_headers,
+                                body=scrubber.whole(data))
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        if streaming:  # the agent already has the head: break its stream, do not end it cleanly
+            record.error = f"upstream stream broke: {type(exc).__name__}"
+            raise
+        message = scrubber.whole(f"upstream {upstream.base} failed: {type(exc).__name__}: "
+                                 f"{exc}".encode()).decode(errors="replace")
+        record.error, record.status = message, 502
+        return error_response(502, "upstream_error", message, retry=True)
+    finally:
+        if token is not None:
+            await gateway.slots.release(upstream.origin, token)
+
+
+async def read_reply(reply: aiohttp.ClientResponse) -> bytes:
+    parts, size = [], 0
+    async for chunk in reply.content.iter_chunked(CHUNK):
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise ValueError(f"reply over {MAX_REPLY_BYTES} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, headers,
+                       ledger: Ledger, scrubber: Scrubber) -> web.StreamResponse:
+    """Server-sent events to the agent as they come, usage read off the same bytes."""
+    record = ledger.record
+    metered = wire_usage.StreamUsage(record.wire if 200 <= reply.status < 300 else None)
+    response = web.StreamResponse(status=reply.status, headers=headers)
+    await response.prepare(request)
+    try:
+        async for chunk in reply.content.iter_any():
+            metered.feed(chunk)
+            out = scrubber.feed(chunk)
+            if out:
+                await response.write(out)
+        await response.write(scrubber.flush())
+        record.usage = metered.usage
+        ledger.finish()
+        await response.write_eof()
+    except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
+        record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
+    finally:
+        record.usage = metered.usage
+    return response

@@ -1,0 +1,78 @@
+"""One metered request as plain data, and a run's totals (None where any model call lacks it).
+
+Totals over tokens and cost count the model calls that reached the provider and were answered
+2xx: providers do not bill refused or failed requests, so those add nothing, but a billed reply
+that carried no count makes the total unknown, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Optional
+
+from evalq.pricing import PriceTable, cost_of
+from evalq.workers.gateway.usage import KEYS, empty
+
+
+@dataclass
+class Record:
+    index: int
+    started_at: float                     # unix time the request arrived
+    method: str
+    path: str                             # as the agent sent it (no query)
+    upstream: Optional[str] = None        # the allowlisted base URL it went to
+    wire: Optional[str] = None            # anthropic-messages | openai-chat | openai-responses
+    model: Optional[str] = None
+    stream: bool = False
+    status: Optional[int] = None          # what the agent got back
+    refused: Optional[str] = None         # why the gateway answered itself (allowlist, budget)
+    error: Optional[str] = None           # upstream or client failure, if any
+    latency_ms: Optional[float] = None    # arrival to the last byte sent to the agent
+    queued_ms: Optional[float] = None     # of which waiting for a provider concurrency slot
+    request_bytes: int = 0
+    prompt_messages: Optional[int] = None
+    prompt_chars: Optional[int] = None
+    retry: bool = False                   # the same method, path and body was seen before
+    usage: dict[str, Optional[int]] = field(default_factory=empty)
+    cost_usd: Optional[float] = None
+
+    @property
+    def billed(self) -> bool:
+        """A model call the provider answered with success (so it used tokens)."""
+        return self.wire is not None and self.refused is None and self.status is not None \
+            and 200 <= self.status < 300
+
+    def price(self, table: PriceTable) -> None:
+        """Cost from the price table; None when the model has no price or a charged count is
+        missing; 0 for a model call that was refused or failed (not billed)."""
+        if not self.billed:
+            self.cost_usd = 0.0 if self.wire else None
+            return
+        _, prices = table.lookup(self.model)
+        self.cost_usd = cost_of(self.usage, prices) if prices else None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(data.pop("usage"))
+        return data
+
+
+def totals(records: Iterable[Record]) -> dict[str, Any]:
+    records = list(records)
+    billed = [r for r in records if r.billed]
+    out: dict[str, Any] = {
+        "requests": len(records),
+        "forwarded": sum(r.refused is None and r.upstream is not None for r in records),
+        "refused": sum(r.refused is not None for r in records),
+        "model_calls": sum(r.wire is not None and r.refused is None for r in records),
+        "retries": sum(r.retry for r in records),
+        "provider_429": sum(r.refused is None and r.status == 429 for r in records),
+        "provider_5xx": sum(r.refused is None and (r.status or 0) >= 500 for r in records),
+        "errors": sum(r.error is not None for r in records),
+    }
+    for key in KEYS:
+        values = [r.usage[key] for r in billed]
+        out[key] = None if None in values else sum(values)
+    costs = [r.cost_usd for r in billed]
+    out["cost_usd"] = None if None in costs else round(sum(costs), 10)
+    return out

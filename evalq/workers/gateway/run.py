@@ -1,0 +1,100 @@
+"""One run's side of the gateway: its allowlist, key, budgets and the records of its requests.
+
+The gateway's loop thread writes; the worker's threads read `records()`, `totals()` and
+`exhausted` at any time, so both go through one lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from evalq.workers.gateway.budgets import BudgetMeter, RunBudgets
+from evalq.workers.gateway.records import Record, totals
+from evalq.workers.gateway.upstreams import Upstream
+
+log = logging.getLogger("evalq.gateway")
+
+
+class GatewayRun:
+    """Handle on one open run; made by `Gateway.open_run`, never directly."""
+
+    def __init__(self, gateway: Any, run_id: str, socket_path: Path,
+                 upstreams: Sequence[Upstream], credentials: Mapping[str, str],
+                 budgets: RunBudgets, concurrency: Optional[int],
+                 on_exhausted: Optional[Callable[[str], None]]):
+        missing = [u.credential for u in upstreams
+                   if u.credential and not credentials.get(u.credential)]
+        if missing:
+            raise ValueError(f"run {run_id}: no value for credential(s) {', '.join(missing)}; "
+                             "pass them in credentials (evalq.workers.secrets.credentials)")
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"run {run_id}: concurrency={concurrency} must be 1 or more "
+                             "(or None: no limit)")
+        self.gateway = gateway
+        self.run_id = run_id
+        self.socket_path = socket_path
+        self.upstreams = tuple(upstreams)
+        self.credentials = dict(credentials)
+        self.secrets = sorted({v for v in self.credentials.values() if v}, key=len,
+                              reverse=True)
+        self.concurrency = concurrency
+        self.meter = BudgetMeter(budgets)
+        self.on_exhausted = on_exhausted
+        #: Why the run may make no more model calls (a budget spent), or None.
+        self.exhausted: Optional[str] = None
+        self.closed = False
+        self.http_server: Any = None   # set by the gateway once the socket listens
+        self.listener: Any = None
+        self.in_flight: set[Any] = set()  # the loop's tasks answering this run's requests
+        self._records: list[Record] = []
+        self._seen: set[bytes] = set()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ read by the worker
+    def records(self) -> list[dict[str, Any]]:
+        """Every finished request so far, in arrival order, as plain dicts."""
+        with self._lock:
+            return [r.as_dict() for r in sorted(self._records, key=lambda r: r.index)]
+
+    def totals(self) -> dict[str, Any]:
+        """Counts and token/cost sums; a sum is None when any billed model call lacks it."""
+        with self._lock:
+            out = totals(self._records)
+        out["exhausted"] = self.exhausted
+        return out
+
+    def close(self) -> None:
+        """Stop listening, end requests in flight (recorded as such, their provider slots
+        freed), remove the socket. Records stay readable."""
+        self.gateway.close_run(self)
+
+    # ------------------------------------------------------------ used by the proxy
+    def next_index(self) -> int:
+        with self._lock:
+            self._count += 1
+            return self._count
+
+    def seen_before(self, method: str, path: str, body: bytes) -> bool:
+        digest = hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + body).digest()
+        with self._lock:
+            seen = digest in self._seen
+            self._seen.add(digest)
+        return seen
+
+    def add(self, record: Record) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def spend(self, reason: str) -> None:
+        """Mark the run exhausted (once) and tell the worker through its callback."""
+        if self.exhausted is not None:
+            return
+        self.exhausted = reason
+        log.info("gateway run %s exhausted: %s", self.run_id, reason)
+        if self.on_exhausted is not None:
+            self.gateway.notify(self.on_exhausted, reason)
