@@ -27,10 +27,23 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in ROOT.rglob("*.py")}
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:` (annotations only, never executed)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
 def imported(path: Path, known: dict[str, Path]) -> set[str]:
     """evalq modules that `path` imports (a package's __init__ counts when a name is not a module)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -64,6 +77,13 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 path.append(step)
                 stack.append(iter(sorted(graph[step])))
     return None
+
+
+def test_type_checking_imports_are_not_runtime_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nimport evalq.b\n"
+                      "if TYPE_CHECKING:\n    import evalq.c\n")
+    assert imported(module, {"evalq.b": module, "evalq.c": module}) == {"evalq.b"}
 
 
 def test_find_cycle_sees_a_cycle_and_its_absence():
