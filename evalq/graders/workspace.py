@@ -19,11 +19,10 @@ import zlib
 from pathlib import Path
 
 from evalq.errors import EvalqError
+from evalq.treewalk import MAX_DEPTH, MAX_NAME_CHARS, Entry, walk
 
 MAX_WORKSPACE_BYTES = 256 * 1024 * 1024
 MAX_ENTRIES = 100_000
-MAX_DEPTH = 64
-MAX_NAME_CHARS = 1024
 #: dropped entries an archive names one by one; the rest are counted by kind
 NAMED_DROPS = 50
 DROPPED_KEY = "EVALQ.dropped"
@@ -85,10 +84,15 @@ def _tarinfo(name: str, *, size: int = 0, mode: int = 0o644, is_dir: bool = Fals
     return info
 
 
-def _read_regular(path: str, st: os.stat_result, room: int) -> bytes | str:
+def _read_regular(entry: Entry, room: int) -> bytes | str:
     """The file's bytes, or the kind of problem that drops it (it changed, or is unreadable)."""
+    st = entry.st
+    too_large = WorkspaceTooLarge(f"workspace over {MAX_WORKSPACE_BYTES} bytes of files "
+                                  f"(at {_short(entry.name)})")
+    if st.st_size > room:  # a sparse file is refused before a byte of it is read
+        raise too_large
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(entry.path, _OPEN_FLAGS)
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
     with os.fdopen(fd, "rb") as handle:
@@ -97,58 +101,46 @@ def _read_regular(path: str, st: os.stat_result, room: int) -> bytes | str:
             return "entry replaced while packing"
         data = handle.read(room + 1)
     if len(data) > room:
-        raise WorkspaceTooLarge(f"workspace over {MAX_WORKSPACE_BYTES} bytes of files "
-                                f"(at {_short(path)})")
+        raise too_large
     return data
 
 
-def _walk(root: Path, drops: _Drops) -> list[tuple[tarfile.TarInfo, bytes | None]]:
-    """Every travelling entry under root, depth first with sorted names, without recursion."""
+def _drop_kind(entry: Entry) -> str | None:
+    """Why an entry does not travel, or None when it does."""
+    if entry.error is not None:
+        return entry.error
+    kind = _kind(entry.st.st_mode, entry.st.st_nlink)
+    if kind == "symlink":
+        try:
+            return f"symlink to {_short(os.readlink(entry.path))}"
+        except OSError:
+            return kind
+    if kind is None and len(entry.name) > MAX_NAME_CHARS:
+        return f"path over {MAX_NAME_CHARS} characters"
+    if kind is None and entry.cut:
+        return f"directory deeper than {MAX_DEPTH} levels (with all it holds)"
+    return kind
+
+
+def _collect(root: Path, drops: _Drops) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """Every travelling entry under root with its content, in the walk's order."""
     members: list[tuple[tarfile.TarInfo, bytes | None]] = []
     total = 0
-    stack: list[tuple[str, int]] = [("", 0)]
-    while stack:
-        rel, depth = stack.pop()
-        try:
-            with os.scandir(os.path.join(root, rel) if rel else root) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            drops.add(rel, f"unreadable directory ({exc.strerror})")
-            continue
-        subdirs = []
-        for entry in entries:
-            name = f"{rel}/{entry.name}" if rel else entry.name
-            if len(members) >= MAX_ENTRIES:
-                raise WorkspaceTooLarge(f"workspace over {MAX_ENTRIES} files and directories")
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError as exc:
-                drops.add(name, f"unreadable ({exc.strerror})")
-                continue
-            kind = _kind(st.st_mode, st.st_nlink)
-            if kind == "symlink":
-                try:
-                    kind = f"symlink to {_short(os.readlink(entry.path))}"
-                except OSError:
-                    pass
-            if kind is None and len(name) > MAX_NAME_CHARS:
-                kind = f"path over {MAX_NAME_CHARS} characters"
-            if kind is None and stat.S_ISDIR(st.st_mode) and depth + 1 > MAX_DEPTH:
-                kind = f"directory deeper than {MAX_DEPTH} levels (with all it holds)"
-            if kind is not None:
-                drops.add(name, kind)
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                members.append((_tarinfo(name, is_dir=True), None))
-                subdirs.append((name, depth + 1))
-                continue
-            data = _read_regular(entry.path, st, MAX_WORKSPACE_BYTES - total)
+    for entry in walk(root, MAX_DEPTH, MAX_NAME_CHARS):
+        if len(members) >= MAX_ENTRIES:
+            raise WorkspaceTooLarge(f"workspace over {MAX_ENTRIES} files and directories")
+        kind = _drop_kind(entry)
+        if kind is not None:
+            drops.add(entry.name, kind)
+        elif entry.is_dir:
+            members.append((_tarinfo(entry.name, is_dir=True), None))
+        else:
+            data = _read_regular(entry, MAX_WORKSPACE_BYTES - total)
             if isinstance(data, str):
-                drops.add(name, data)
+                drops.add(entry.name, data)
                 continue
             total += len(data)
-            members.append((_tarinfo(name, size=len(data), mode=st.st_mode), data))
-        stack.extend(reversed(subdirs))
+            members.append((_tarinfo(entry.name, size=len(data), mode=entry.st.st_mode), data))
     return members
 
 
@@ -157,7 +149,7 @@ def pack_workspace(root: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
 
     Raises WorkspaceTooLarge past `limit` bytes of files or MAX_ENTRIES entries."""
     drops = _Drops()
-    members = _walk(Path(root), drops)
+    members = _collect(Path(root), drops)
     if sum(len(d) for _, d in members if d) > limit:
         raise WorkspaceTooLarge(f"workspace over {limit} bytes of files")
     headers = {DROPPED_KEY: json.dumps(drops.listing())} if drops.counts else {}
