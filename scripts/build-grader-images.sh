@@ -54,6 +54,23 @@ for arg in "$@"; do
 done
 [ "${#wanted[@]}" -gt 0 ] || wanted=("${ALL[@]}")
 
+recipe_key() {  # name: what the cached tarball and tree were made from
+    printf '%s\n' "$RECIPE_VERSION" "$SUITE" "${PACKAGES[$1]}" | sha256sum | cut -c1-16
+}
+tree_current() {  # name
+    [ -d "$CACHE/rootfs/$1/usr" ] && [ -s "$CACHE/rootfs/$1.digest" ] \
+        && [ "$(cat "$CACHE/rootfs/$1.key" 2>/dev/null)" = "$(recipe_key "$1")" ]
+}
+if [ "$rootfs_only" -eq 1 ] && [ "$force" -eq 0 ]; then
+    stale=()
+    for name in "${wanted[@]}"; do tree_current "$name" || stale+=("$name"); done
+    if [ "${#stale[@]}" -eq 0 ]; then
+        say "rootfs trees up to date in $CACHE/rootfs: ${wanted[*]}"
+        exit 0
+    fi
+    wanted=("${stale[@]}")
+fi
+
 [ "$(id -u)" -eq 0 ] || die "run as root: debootstrap needs it"
 tools=(debootstrap tar sha256sum); [ "$rootfs_only" -eq 1 ] || tools+=(docker)
 for tool in "${tools[@]}"; do
@@ -163,7 +180,7 @@ tree_digest() {  # dir: sha256 of a canonical tar (sorted names, numeric owners,
 
 install_tree() {  # name key tarball: $CACHE/rootfs/NAME from the tarball, with NAME.key and NAME.digest
     local name=$1 key=$2 tarball=$3 tree="$CACHE/rootfs/$1" new old
-    if [ -d "$tree" ] && [ "$(cat "$tree.key" 2>/dev/null)" = "$key" ] && [ -s "$tree.digest" ]; then
+    if [ "$nocache" -eq 0 ] && tree_current "$name"; then
         return
     fi
     new="$tree.new.$$"; old="$tree.old.$$"
@@ -186,11 +203,10 @@ image_current() {  # name digest: whether the image was imported from this very 
 build_one() {  # name
     local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id digest
     trap cleanup EXIT
-    key=$(printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs" | sha256sum | cut -c1-16)
+    key=$(recipe_key "$name")
     tarball="$CACHE/rootfs-$name-$key.tar"
     if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then
         make_rootfs "$name" "$pkgs" "$tarball"
-        rm -f "$CACHE/rootfs/$name.key"  # a fresh tarball means a fresh tree
     fi
     install_tree "$name" "$key" "$tarball"
     digest=$(cat "$CACHE/rootfs/$name.digest")

@@ -156,6 +156,8 @@ def pack_workspace(root: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT,
                       pax_headers=headers) as archive:
+        # The root first: a pax header must be followed by a member to be read back.
+        archive.addfile(_tarinfo(".", is_dir=True))
         for info, data in members:
             archive.addfile(info, io.BytesIO(data) if data is not None else None)
     return buffer.getvalue()
@@ -234,6 +236,8 @@ def unpack_workspace(data: bytes, dest: Path) -> list[str]:
                 if count >= MAX_ENTRIES:
                     drops.add("(rest of the archive)", f"entries past {MAX_ENTRIES}")
                     break
+                if member.isdir() and member.name in (".", "./"):
+                    continue  # the root itself
                 why = _member_kind(member)
                 parts = _safe_parts(member.name)
                 why = why or (parts if isinstance(parts, str) else None)

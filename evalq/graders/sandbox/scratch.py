@@ -123,3 +123,23 @@ def sweep_mounts(max_age_seconds: float) -> int:
             removed += 1
             remove_tree(mount)
     return removed
+
+
+def sweep_folders(max_age_seconds: float) -> int:
+    """Remove grading folders in the temp dir whose grading process is gone or too old (an
+    uncapped folder of a killed worker holds whatever the graded code wrote, on the host's disk)."""
+    from evalq.graders.sandbox.owner import orphaned
+
+    removed = 0
+    now = time.time()
+    base = Path(tempfile.gettempdir())
+    for folder in base.glob(f"{DIR_PREFIX}*"):
+        try:
+            age = now - folder.lstat().st_mtime
+        except OSError:
+            continue
+        if folder.is_dir() and not folder.is_symlink() and \
+                orphaned(folder.name, DIR_PREFIX, age, max_age_seconds) and \
+                not remove_tree(folder):
+            removed += 1
+    return removed
