@@ -100,7 +100,7 @@ def test_limits_are_evalq_errors_the_runner_records(tmp_path, monkeypatch):
     for n in range(30):
         (root / f"f{n}").write_text("x")
     monkeypatch.setattr(ws_mod, "MAX_ENTRIES", 20)
-    with pytest.raises(WorkspaceTooLarge, match="20 files"):
+    with pytest.raises(WorkspaceTooLarge, match="over 20 entries"):
         pack_workspace(root)
     assert issubclass(WorkspaceTooLarge, EvalqError) and issubclass(BadArchive, EvalqError)
 

@@ -84,10 +84,10 @@ def _tarinfo(name: str, *, size: int = 0, mode: int = 0o644, is_dir: bool = Fals
     return info
 
 
-def _read_regular(entry: Entry, room: int) -> bytes | str:
+def _read_regular(entry: Entry, room: int, limit: int) -> bytes | str:
     """The file's bytes, or the kind of problem that drops it (it changed, or is unreadable)."""
     st = entry.st
-    too_large = WorkspaceTooLarge(f"workspace over {MAX_WORKSPACE_BYTES} bytes of files "
+    too_large = WorkspaceTooLarge(f"workspace over {limit} bytes of files "
                                   f"(at {_short(entry.name)})")
     if st.st_size > room:  # a sparse file is refused before a byte of it is read
         raise too_large
@@ -122,20 +122,23 @@ def _drop_kind(entry: Entry) -> str | None:
     return kind
 
 
-def _collect(root: Path, drops: _Drops) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+Member = tuple[tarfile.TarInfo, "bytes | None"]
+
+
+def _collect(root: Path, drops: _Drops, limit: int) -> list[Member]:
     """Every travelling entry under root with its content, in the walk's order."""
-    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    members: list[Member] = []
     total = 0
-    for entry in walk(root, MAX_DEPTH, MAX_NAME_CHARS):
-        if len(members) >= MAX_ENTRIES:
-            raise WorkspaceTooLarge(f"workspace over {MAX_ENTRIES} files and directories")
+    for count, entry in enumerate(walk(root, MAX_DEPTH, MAX_NAME_CHARS)):
+        if count >= MAX_ENTRIES:  # dropped ones count too: walking them costs as much
+            raise WorkspaceTooLarge(f"workspace over {MAX_ENTRIES} entries")
         kind = _drop_kind(entry)
         if kind is not None:
             drops.add(entry.name, kind)
         elif entry.is_dir:
             members.append((_tarinfo(entry.name, is_dir=True), None))
         else:
-            data = _read_regular(entry, MAX_WORKSPACE_BYTES - total)
+            data = _read_regular(entry, limit - total, limit)
             if isinstance(data, str):
                 drops.add(entry.name, data)
                 continue
@@ -144,14 +147,12 @@ def _collect(root: Path, drops: _Drops) -> list[tuple[tarfile.TarInfo, bytes | N
     return members
 
 
-def pack_workspace(root: Path, limit: int = MAX_WORKSPACE_BYTES) -> bytes:
+def pack_workspace(root: Path, limit: int | None = None) -> bytes:
     """A gzip'd tar with sorted entries, zeroed owners and times: same tree, same bytes.
 
     Raises WorkspaceTooLarge past `limit` bytes of files or MAX_ENTRIES entries."""
     drops = _Drops()
-    members = _collect(Path(root), drops)
-    if sum(len(d) for _, d in members if d) > limit:
-        raise WorkspaceTooLarge(f"workspace over {limit} bytes of files")
+    members = _collect(Path(root), drops, MAX_WORKSPACE_BYTES if limit is None else limit)
     headers = {DROPPED_KEY: json.dumps(drops.listing())} if drops.counts else {}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6, format=tarfile.PAX_FORMAT,

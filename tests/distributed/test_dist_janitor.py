@@ -123,8 +123,9 @@ def test_a_grading_worker_sweeps_when_it_starts(tmp_path, leftovers, redis_url):
     try:
         procs.worker("grader", "host-g", "grading", env)
         wait_for(lambda: not leftovers["orphan_cgroup"][0].exists()
-                 and not leftovers["orphan_mount"].exists(), 60,
-                 "the grading worker's janitor to sweep the orphans")
+                 and not leftovers["orphan_mount"].exists()
+                 and "of crashed gradings" in procs.log("grader"), 60,
+                 "the grading worker's janitor to sweep the orphans and say so")
     finally:
         procs.stop_all()
     swept = re.search(r"removed (\d+) leftover\(s\) of crashed gradings", procs.log("grader"))

@@ -163,10 +163,10 @@ class DockerSandbox(Sandbox):
         image = image or self.default_image
         config = _container_config(argv, env, limits, label, mounts)
         client = self.client
-        toolchain = self._toolchain(image)
         container = stream = None
         try:
             container, stream, reader = _start(client, image, config, limits)
+            toolchain = self._toolchain(image, container.attrs.get("Image"))
             started = time.monotonic()
             status, killed_for, pids_hits = self._wait(container, limits)
             duration = time.monotonic() - started
@@ -179,19 +179,17 @@ class DockerSandbox(Sandbox):
         finally:
             _discard(container, stream)
 
-    def _toolchain(self, image: str) -> Toolchain:
-        """The image's rootfs digest (its label), looked up once per image."""
-        import docker.errors
-
-        if image not in self._toolchains:
+    def _toolchain(self, image: str, image_id: Optional[str]) -> Toolchain:
+        """The rootfs digest (label) of the image the container was made from, by image id:
+        an image re-imported under the same name while this worker runs is looked up anew."""
+        if image_id not in self._toolchains:
             try:
-                found = self.client.images.get(image)
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxError(f"grader image {image!r} not found; {BUILD_HINT}") from exc
+                labels = self.client.images.get(image_id or image).labels
             except Exception as exc:  # DockerException, connection errors
-                raise SandboxError(f"cannot inspect grader image {image!r}: {_reason(exc)}") from exc
-            self._toolchains[image] = image_toolchain(image, found.labels, found.id)
-        return self._toolchains[image]
+                raise SandboxError(
+                    f"cannot inspect grader image {image!r}: {_reason(exc)}") from exc
+            self._toolchains[image_id] = image_toolchain(image, labels, image_id)
+        return self._toolchains[image_id]
 
     def _wait(self, container, limits: SandboxLimits) -> tuple[Optional[dict], Optional[str],
                                                                Optional[int]]:
@@ -432,7 +430,7 @@ def _result(status: Optional[dict], state: dict, reader: _OutputReader,
 
 
 def _discard(container, stream) -> None:
-    """Hang up and remove the container, whatever happened; sweep() gets it if the engine is gone."""
+    """Hang up and remove the container, whatever happened; else sweep() does."""
     import docker.errors
 
     if stream is not None:
