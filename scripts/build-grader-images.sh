@@ -209,6 +209,9 @@ build_one() {  # name
         make_rootfs "$name" "$pkgs" "$tarball"
     fi
     install_tree "$name" "$key" "$tarball"
+    for stale in "$CACHE/rootfs-$name"-*.tar; do  # tarballs of an older recipe
+        [ "$stale" = "$tarball" ] || rm -f "$stale"
+    done
     digest=$(cat "$CACHE/rootfs/$name.digest")
     [ "$rootfs_only" -eq 0 ] || return 0
     if [ "$force" -eq 0 ] && image_current "$name" "$digest"; then
