@@ -14,8 +14,10 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+## bubblewrap and the toolchain rootfs trees it grades in (the same trees the images come from).
 sandbox:
 	bash scripts/ensure-sandbox.sh
+	bash scripts/build-grader-images.sh --rootfs-only
 
 docker: sandbox
 	bash scripts/ensure-sandbox.sh --test

@@ -212,6 +212,8 @@ class GradeResult(Strict):
     duration_seconds: Optional[float] = None
     sandbox: Optional[str] = None
     output_tail: str = ""
+    #: image, toolchain name and rootfs digest the hidden tests ran in (SPEC I7)
+    toolchain: Optional[dict] = None
 
 
 class TrialRef(Strict):

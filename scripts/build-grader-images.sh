@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Build the local grader images without any image registry (DESIGN.md, "Docker here").
 #
-#   bash scripts/build-grader-images.sh [--force] [--no-cache] [python] [node] [make]
+#   bash scripts/build-grader-images.sh [--force] [--no-cache] [--rootfs-only] [python] [node] [make]
 #
-# Each image is a Debian minbase root file system made by debootstrap from the machine's
+# Each toolchain is a Debian minbase root file system made by debootstrap from the machine's
 # own apt mirror (read from /etc/apt at run time, never written into the repository),
-# given a non-root user (nobody, 65534:65534) and the /workspace and /report directories,
-# and imported with `docker import`. graders/Dockerfile.* build equivalent images from
-# public base images for machines that can pull.
+# given a non-root user (nobody, 65534:65534) and the /workspace and /report directories.
+# It is kept as a tree, $CACHE/rootfs/NAME, with its digest beside it in NAME.digest
+# (sha256 of a canonical tar of the tree: names, modes, owners, contents; no times): the
+# bubblewrap backend binds that tree read-only as its root, and the Docker image is imported
+# from the same tree and carries the digest as the label org.evalq.rootfs-digest, so both
+# backends grade with one toolchain and every grade records which (SPEC I7).
+# graders/Dockerfile.* build similar images from public base images for machines that can
+# pull (their grades record the image id instead).
 #
-#   --force     re-import an image even if it already exists (from the cached rootfs)
-#   --no-cache  also redo debootstrap instead of using the cached rootfs tarball
+#   --force        re-import an image even if it is up to date (from the cached rootfs)
+#   --no-cache     also redo debootstrap instead of using the cached rootfs tarball
+#   --rootfs-only  build the rootfs trees only (for bubblewrap on a host with no Docker engine)
 #
 # Environment:
 #   EVALQ_DEBIAN_MIRROR   use this mirror instead of the one in /etc/apt
@@ -26,31 +32,53 @@ RECIPE_VERSION=1
 # name -> packages given to debootstrap --include
 declare -A PACKAGES=(
     [python]="python3,python3-pytest"
-    [node]="nodejs"
-    [make]="make,gcc,libc6-dev,bash"
+    [node]="nodejs,python3,python3-pytest"
+    [make]="make,gcc,libc6-dev,bash,python3,python3-pytest"
 )
+# python3 + pytest in every toolchain: the judge of a grading is Python whatever the subject is.
 ALL=(python node make)
 
 say() { echo "build-grader-images: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-force=0; nocache=0; wanted=()
+force=0; nocache=0; rootfs_only=0; wanted=()
 for arg in "$@"; do
     case $arg in
         --force) force=1 ;;
         --no-cache) nocache=1; force=1 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --rootfs-only) rootfs_only=1 ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         python|node|make) wanted+=("$arg") ;;
-        *) die "unknown argument '$arg' (expected --force, --no-cache, python, node or make)" ;;
+        *) die "unknown argument '$arg' (expected --force, --no-cache, --rootfs-only, python, node or make)" ;;
     esac
 done
 [ "${#wanted[@]}" -gt 0 ] || wanted=("${ALL[@]}")
 
+recipe_key() {  # name: what the cached tarball and tree were made from
+    printf '%s\n' "$RECIPE_VERSION" "$SUITE" "${PACKAGES[$1]}" | sha256sum | cut -c1-16
+}
+tree_current() {  # name
+    [ -d "$CACHE/rootfs/$1/usr" ] && [ -s "$CACHE/rootfs/$1.digest" ] \
+        && [ "$(cat "$CACHE/rootfs/$1.key" 2>/dev/null)" = "$(recipe_key "$1")" ]
+}
+if [ "$rootfs_only" -eq 1 ] && [ "$force" -eq 0 ]; then
+    stale=()
+    for name in "${wanted[@]}"; do tree_current "$name" || stale+=("$name"); done
+    if [ "${#stale[@]}" -eq 0 ]; then
+        say "rootfs trees up to date in $CACHE/rootfs: ${wanted[*]}"
+        exit 0
+    fi
+    wanted=("${stale[@]}")
+fi
+
 [ "$(id -u)" -eq 0 ] || die "run as root: debootstrap needs it"
-for tool in docker debootstrap tar; do
+tools=(debootstrap tar sha256sum); [ "$rootfs_only" -eq 1 ] || tools+=(docker)
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found: run 'bash scripts/ensure-docker.sh' first"
 done
-docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'bash scripts/ensure-docker.sh' first"
+if [ "$rootfs_only" -eq 0 ]; then
+    docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'bash scripts/ensure-docker.sh' first (or use --rootfs-only)"
+fi
 
 # ---- the mirror, from this machine's apt configuration -----------------------------------
 # Prefer a source that carries SUITE itself (not -security/-updates); fall back to any deb source.
@@ -93,7 +121,8 @@ find_mirror() {
 MIRROR=${EVALQ_DEBIAN_MIRROR:-$(find_mirror)}
 [ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list; set EVALQ_DEBIAN_MIRROR"
 
-mkdir -p "$CACHE"
+mkdir -p "$CACHE" "$CACHE/rootfs"
+chmod 0755 "$CACHE" "$CACHE/rootfs"  # the sandbox user must reach the trees
 
 # ---- one image (each runs in a subshell of its own, the images in parallel) ---------------
 ROOTFS=""
@@ -135,8 +164,8 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
     local name=$1 image=$2 check
     case $name in
         python) check='python3 --version && python3 -m pytest --version' ;;
-        node)   check='node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
-        make)   check='make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
+        node)   check='python3 -m pytest --version && node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
+        make)   check='python3 -m pytest --version && make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
     esac
     docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \
         sh -c "test -d /workspace && test -d /report && [ \"\$(id -u)\" = 65534 ] && $check" 2>&1 \
@@ -144,25 +173,60 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
     [ "${PIPESTATUS[0]}" -eq 0 ] || die "$name: smoke test of $image failed"
 }
 
+tree_digest() {  # dir: sha256 of a canonical tar (sorted names, numeric owners, no times)
+    printf 'sha256:%s\n' "$(tar --format=gnu --sort=name --numeric-owner --mtime=@0 \
+        -C "$1" -cf - . | sha256sum | cut -d' ' -f1)"
+}
+
+install_tree() {  # name key tarball: $CACHE/rootfs/NAME from the tarball, with NAME.key and NAME.digest
+    local name=$1 key=$2 tarball=$3 tree="$CACHE/rootfs/$1" new old
+    if [ "$nocache" -eq 0 ] && tree_current "$name"; then
+        return
+    fi
+    new="$tree.new.$$"; old="$tree.old.$$"
+    rm -rf --one-file-system "$new"; mkdir -p "$new"
+    tar --numeric-owner --xattrs -xpf "$tarball" -C "$new" || die "$name: cannot unpack $tarball"
+    chmod 0755 "$new"
+    tree_digest "$new" > "$new.digest"
+    # Swap in: a grading that bound the old tree keeps its mount; new gradings see the new one.
+    [ -d "$tree" ] && mv "$tree" "$old"
+    mv "$new" "$tree"; mv "$new.digest" "$tree.digest"; echo "$key" > "$tree.key"
+    rm -rf --one-file-system "$old"
+    say "$name: rootfs tree $tree ($(cat "$tree.digest"))"
+}
+
+image_current() {  # name digest: whether the image was imported from this very tree
+    [ "$(docker image inspect --format '{{ index .Config.Labels "org.evalq.rootfs-digest" }}' \
+        "evalq-grader-$1:local" 2>/dev/null)" = "$2" ]
+}
+
 build_one() {  # name
-    local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id
+    local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id digest
     trap cleanup EXIT
-    key=$(printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs" | sha256sum | cut -c1-16)
+    key=$(recipe_key "$name")
     tarball="$CACHE/rootfs-$name-$key.tar"
     if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then
         make_rootfs "$name" "$pkgs" "$tarball"
-    else
-        say "$name: using cached rootfs $tarball"
+    fi
+    install_tree "$name" "$key" "$tarball"
+    for stale in "$CACHE/rootfs-$name"-*.tar; do  # tarballs of an older recipe
+        [ "$stale" = "$tarball" ] || rm -f "$stale"
+    done
+    digest=$(cat "$CACHE/rootfs/$name.digest")
+    [ "$rootfs_only" -eq 0 ] || return 0
+    if [ "$force" -eq 0 ] && image_current "$name" "$digest"; then
+        say "$name: $image is up to date ($digest)"
+        return 0
     fi
     old_id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
-    docker import \
+    tar --numeric-owner --xattrs -C "$CACHE/rootfs/$name" -cf - . | docker import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'ENV LANG=C.UTF-8' \
         --change 'USER 65534:65534' \
         --change 'WORKDIR /workspace' \
         --change 'CMD ["/bin/sh"]' \
-        --change "LABEL org.evalq.grader=$name org.evalq.rootfs-key=$key" \
-        "$tarball" "$image" >/dev/null || die "$name: docker import failed"
+        --change "LABEL org.evalq.grader=$name org.evalq.rootfs-key=$key org.evalq.rootfs-digest=$digest" \
+        - "$image" >/dev/null || die "$name: docker import failed"
     smoke_test "$name" "$image"
     new_id=$(docker image inspect --format '{{.Id}}' "$image")
     if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
@@ -189,10 +253,6 @@ fi
 
 pids=(); names=()
 for name in "${wanted[@]}"; do
-    if [ "$force" -eq 0 ] && docker image inspect "evalq-grader-$name:local" >/dev/null 2>&1; then
-        say "$name: evalq-grader-$name:local exists, skipping (use --force to rebuild)"
-        continue
-    fi
     ( build_one "$name" ) &
     pids+=($!); names+=("$name")
 done

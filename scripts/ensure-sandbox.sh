@@ -9,6 +9,8 @@ command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+# debootstrap builds the toolchain rootfs trees bubblewrap grades in (build-grader-images.sh).
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 # With --test: what only the test suite needs (headless Chromium for the HTML report check).
 if [ "${1:-}" = "--test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)

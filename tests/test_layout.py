@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "evalq"
 
 #: modules every part of the trial's path shares; anything else lives in a package
 SHARED_TOP_LEVEL = {"__init__", "__main__", "artifacts", "config", "digest", "errors", "fileio",
-                    "models", "pricing", "proc", "urls"}
+                    "models", "pricing", "proc", "treewalk", "urls"}
 
 
 def module_name(path: Path) -> str:

@@ -38,6 +38,22 @@ def _imported_env(runs: list[Run]) -> list[dict]:
     return _distinct((r.view.counted.worker_env or {}) for r in runs if r.view.counted)
 
 
+def _toolchains(runs: list[Run]):
+    """Rootfs digest per grading image (SPEC I7); a list of the distinct maps when one image
+    was graded in more than one rootfs on this side (mixed, so never compatible)."""
+    recorded = [(a.grade or {}).get("toolchain") for r in runs for a in r.view.attempts]
+    pairs = _distinct((t.get("image"), t.get("rootfs_digest")) for t in recorded
+                      if isinstance(t, dict) and t.get("image"))
+    if not pairs:
+        return None
+    by_image: dict[str, Any] = {}
+    for image, digest in pairs:
+        if image in by_image:
+            return [{i: d} for i, d in pairs]
+        by_image[image] = digest
+    return dict(sorted(by_image.items()))
+
+
 def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str, Any]:
     """The values a comparison pins for one side; None where the study did not record one."""
     lock = study.lock or {}
@@ -54,6 +70,7 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
                 {k: v for k, v in env.items() if k not in ("repo_sha", "model_id")}),
             "model_id": None if env is None else env.get("model_id"),
             "grader_version": None if env is None else env.get("kit_version"),
+            "toolchains": None,
             "runner_environment": None if env is None else {
                 "agent_harness_version": env.get("agent_harness_version"),
                 "prompt_template_version": env.get("prompt_template_version")},
@@ -73,6 +90,7 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
         "settings_digest": data_digest(settings),
         "model_id": cond.get("model") or environment.get("model_id"),
         "grader_version": graders[0] if len(graders) == 1 else (graders or None),
+        "toolchains": _toolchains(runs),
         "runner_environment": envs[0] if len(envs) == 1 else (envs or None),
         "environments_seen": len(envs),
     }

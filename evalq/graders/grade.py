@@ -7,7 +7,6 @@ report ⇒ grading_failure with the reason. A grading failure says nothing about
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from evalq.errors import SandboxError
@@ -17,8 +16,7 @@ from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.protect import protected_patterns, reset_grader_files
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
-from evalq.graders.sandbox.owner import owned_name
-from evalq.graders.sandbox.scratch import DIR_PREFIX
+from evalq.graders.sandbox.scratch import grading_folder
 from evalq.graders.sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
 from evalq.fixtures.archive import copy_workspace, unpack_workspace
 
@@ -35,6 +33,8 @@ GRADER_ENV = {
     "CI": "true",
 }
 GRADER_VERSION = "evalq-grader/2"  # 2: grader files reset before the hidden tests run
+#: items of one kind (reset, dropped) named in a reason
+NOTED_ITEMS = 10
 
 
 def limits_for(fixture: Fixture) -> SandboxLimits:
@@ -82,7 +82,8 @@ def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
 def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
     """Append what the grader changed in the agent's workspace to the reason, for the record."""
     if items:
-        note = f"{heading}: " + "; ".join(items[:10])
+        more = f"; and {len(items) - NOTED_ITEMS} more" if len(items) > NOTED_ITEMS else ""
+        note = f"{heading}: " + "; ".join(items[:NOTED_ITEMS]) + more
         result.reason = f"{result.reason}; {note}" if result.reason else note
     return result
 
@@ -113,16 +114,16 @@ def _run_overlaid(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str)
     tail = (result.stdout[-2000:] + ("\n" + result.stderr[-1000:] if result.stderr else ""))
     return GradeResult(outcome=outcome, reason=reason, criteria=criteria or [],
                        exit_code=result.exit_code, duration_seconds=result.duration_seconds,
-                       sandbox=sandbox.name, output_tail=tail.strip())
+                       sandbox=sandbox.name, output_tail=tail.strip(),
+                       toolchain=result.toolchain.record() if result.toolchain else None)
 
 
 def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, label: str,
                       ) -> GradeResult:
     backend = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
     limits = limits_for(fixture)
-    with tempfile.TemporaryDirectory(prefix=owned_name(DIR_PREFIX)) as tmp, \
-            backend.scratch(Path(tmp), limits) as scratch:
-        workdir = Path(tmp) / "workspace"
+    with grading_folder() as tmp, backend.scratch(tmp, limits) as scratch:
+        workdir = tmp / "workspace"
         dropped = fill(workdir)
         result = run_hidden_tests(fixture, workdir, backend, label)
         if result.outcome == Outcome.grading_failure and scratch.full():

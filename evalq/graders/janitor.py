@@ -2,7 +2,7 @@
 SWEEP_EVERY seconds.
 
 A grading worker killed mid-run leaves a container (Docker), or a cgroup and a size-capped
-tmpfs (bubblewrap). Each backend's `sweep` removes its own orphans: containers past the
+tmpfs (bubblewrap), and its grading folder in the temp dir. Each backend's `sweep` removes its own orphans: containers past the
 deadline written on them, cgroups and tmpfs mounts whose owning process is gone, and anything
 older than ORPHAN_AGE_SECONDS. It runs in the worker's main process, in a daemon thread, only
 when the worker consumes the grading queue.
@@ -23,8 +23,12 @@ ORPHAN_AGE_SECONDS = 6 * 3600.0
 
 def sweep_once(sandbox) -> int:
     """One sweep with the backend's own rules; failures are logged, never raised (best effort)."""
+    from evalq.graders.sandbox.scratch import sweep_folders
+
     try:
+        # the backend's own first: bwrap's tmpfs mounts come off before their folders go
         removed = sandbox.sweep(max_age_seconds=ORPHAN_AGE_SECONDS)
+        removed += sweep_folders(ORPHAN_AGE_SECONDS)
     except Exception as exc:  # an engine that is down now is swept next time
         log.warning("sandbox sweep (%s) failed, will retry: %s", sandbox.name, exc)
         return 0

@@ -31,7 +31,8 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
         criteria = [c.model_dump(mode="json") for c in result.criteria]
         grade = {"exit_code": result.exit_code, "duration_seconds": result.duration_seconds,
                  "sandbox": result.sandbox, "grader_version": GRADER_VERSION,
-                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None}
+                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None,
+                 "toolchain": result.toolchain}
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}

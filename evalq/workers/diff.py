@@ -5,12 +5,14 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from evalq.treewalk import walk
+
 MAX_DIFF_CHARS = 2_000_000
 
 
 def _files(root: Path) -> dict[str, Path]:
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink()}
+    """Regular files (no link, FIFO or device: reading those could hang or leave the tree)."""
+    return {e.name: Path(e.path) for e in walk(root) if e.is_regular}
 
 
 def _text(path: Path | None) -> list[str] | None:

@@ -6,11 +6,13 @@ visible to the next run (SPEC R1).
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from evalq.graders.sandbox.cleanup import remove_tree
 
 #: Variables an agent process gets from evalq itself; nothing else of the worker's environment.
 BASE_ENV = {
@@ -34,7 +36,11 @@ class Profile:
     env: dict[str, str] = field(default_factory=dict)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove the run root, however deep a tree the agent left (no recursion, no traceback)."""
+        left = remove_tree(self.root)
+        if left:
+            logging.getLogger("evalq.worker").warning("profile %s not fully removed: %s",
+                                                      self.root, "; ".join(left))
 
 
 def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None = None,

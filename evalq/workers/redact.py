@@ -6,9 +6,10 @@ A value shorter than MIN_SECRET characters is not treated as a secret (it would 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Iterable
+
+from evalq.treewalk import walk
 
 from evalq.workers.secrets import secret_values
 
@@ -52,16 +53,16 @@ class Redactor:
         changed = []
         if not self:
             return changed
-        for dirpath, _dirs, files in os.walk(root):
-            for name in files:
-                path = Path(dirpath) / name
-                if path.is_symlink() or not path.is_file():
-                    continue
-                data = path.read_bytes()
-                clean = self.data(data)
-                if clean != data:
-                    path.write_bytes(clean)
-                    changed.append(path.relative_to(root).as_posix())
+        for entry in walk(root):
+            # a hard link is never packed; rewriting it would write through to its other names
+            if not entry.is_regular or entry.st.st_nlink > 1:
+                continue
+            path = Path(entry.path)
+            data = path.read_bytes()
+            clean = self.data(data)
+            if clean != data:
+                path.write_bytes(clean)
+                changed.append(entry.name)
         return changed
 
 

@@ -123,10 +123,32 @@ def test_a_grading_worker_sweeps_when_it_starts(tmp_path, leftovers, redis_url):
     try:
         procs.worker("grader", "host-g", "grading", env)
         wait_for(lambda: not leftovers["orphan_cgroup"][0].exists()
-                 and not leftovers["orphan_mount"].exists(), 60,
-                 "the grading worker's janitor to sweep the orphans")
+                 and not leftovers["orphan_mount"].exists()
+                 and "of crashed gradings" in procs.log("grader"), 60,
+                 "the grading worker's janitor to sweep the orphans and say so")
     finally:
         procs.stop_all()
     swept = re.search(r"removed (\d+) leftover\(s\) of crashed gradings", procs.log("grader"))
     assert swept and int(swept.group(1)) >= 2, procs.log("grader")
     _assert_swept_bwrap(leftovers)
+
+
+def test_sweep_removes_orphan_grading_folders_however_deep():
+    """A killed worker's uncapped grading folder (Docker's) holds whatever the graded code
+    wrote, a 3,000-deep tree included; the sweep removes it, and leaves a live one alone."""
+    from evalq.graders.sandbox.cleanup import remove_tree
+
+    orphan = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{_reaped()}-"))
+    live = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
+    try:
+        fd = os.open(orphan, os.O_RDONLY)
+        for _ in range(3000):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+        assert janitor.sweep_once(get_sandbox("docker")) >= 1
+        assert not orphan.exists() and live.is_dir()
+    finally:
+        assert remove_tree(orphan) == [] and remove_tree(live) == []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 from evalq.graders.sandbox import SandboxLimits, get_sandbox
+from evalq.graders.sandbox.toolchain import rootfs_dir
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}
 
@@ -33,8 +35,18 @@ def test_namespaces_and_identity():
     lines = result.stdout.splitlines()
     assert lines[0] == "65534"
     assert lines[1] == "evalq-sandbox"
-    assert "root" not in lines and "home" not in lines and "var" not in lines
     assert "eth0" not in result.stdout and "ens" not in result.stdout
+
+
+def test_root_is_the_toolchain_tree_not_the_host():
+    """`/` is the python image's rootfs tree (SPEC I7): the host's own folders are not there."""
+    root = rootfs_dir() / "python"
+    result = _run("ls -a /")
+    assert result.toolchain.root == root
+    top = result.stdout.splitlines()
+    assert sorted(top) == sorted([".", "..", *os.listdir(root)])
+    host_only = sorted(set(os.listdir("/")) - set(os.listdir(root)))
+    assert host_only and not set(host_only) & set(top), host_only
 
 
 def test_system_is_read_only_and_tmp_is_small():

@@ -13,7 +13,7 @@ ENV = {"os": "Linux 6", "machine": "x86_64", "python": "3.11.7", "evalq": "0.1.0
 def make_study(db_url: str, study_id: str, *, tasks=("t1", "t2", "t3"), conditions=None,
                k: int = 3, mode: str = "controlled", model_id: str = "m1",
                outcome=lambda task, cond, rep: "correct", metrics=lambda task, cond, rep: {},
-               hypotheses=None, grader="evalq-grader/1"):
+               hypotheses=None, grader="evalq-grader/1", toolchain=lambda task, rep: None):
     conditions = conditions or [{"name": "base", "agent": "scripted", "commit": "aaa"},
                                 {"name": "cand", "agent": "scripted", "commit": "bbb"}]
     engine = init_db(db_url)
@@ -41,5 +41,7 @@ def make_study(db_url: str, study_id: str, *, tasks=("t1", "t2", "t3"), conditio
         record_attempt(engine, {"trial_id": t.id, "attempt": 1, "study_id": study_id,
                                 "outcome": outcome(t.fixture_id, t.condition, t.repetition),
                                 "worker_env": ENV, "metrics": full,
-                                "grade": {"grader_version": grader}, "criteria": []})
+                                "grade": {"grader_version": grader,
+                                          "toolchain": toolchain(t.fixture_id, t.repetition)},
+                                "criteria": []})
     return engine

@@ -48,6 +48,29 @@ def test_compare_refuses_different_grader_version(tmp_path):
         compare_studies(engine, "a", "b", n_resamples=500)
 
 
+def _rootfs(digest_of):
+    return lambda task, rep: {"image": "evalq-grader-node:local", "toolchain": "node",
+                              "rootfs_digest": digest_of(task, rep)}
+
+
+def test_compare_pins_the_toolchain_rootfs_digest(tmp_path):
+    """Same rootfs on both sides: compatible; another rootfs, or two on one side: refused."""
+    url = f"sqlite:///{tmp_path}/r.db"
+    same = _rootfs(lambda task, rep: "sha256:" + "a" * 64)
+    engine = make_study(url, "a", conditions=_commit("aaa"), toolchain=same)
+    make_study(url, "b", conditions=_commit("bbb"), toolchain=same)
+    make_study(url, "c", conditions=_commit("ccc"),
+               toolchain=_rootfs(lambda task, rep: "sha256:" + "b" * 64))
+    make_study(url, "d", conditions=_commit("ddd"),
+               toolchain=_rootfs(lambda task, rep: "sha256:" + ("a" if rep < 3 else "b") * 64))
+    result = compare_studies(engine, "a", "b", n_resamples=500)
+    assert result["comparison"]["pinned"]["baseline"]["toolchains"] == {
+        "evalq-grader-node:local": "sha256:" + "a" * 64}
+    for other in ("c", "d"):
+        with pytest.raises(UserError, match="toolchains"):
+            compare_studies(engine, "a", other, n_resamples=500)
+
+
 def test_tracks_are_reported_apart_and_labelled(tmp_path):
     labels = {"task-000": {"track": "free-selection", "split": "regression", "suitable": False},
               "task-001": {"track": "free-selection", "kind": "unseen"},

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
+from evalq.graders.sandbox.toolchain import Toolchain
+
 #: Paths every backend presents inside the sandbox.
 WORKSPACE_PATH = "/workspace"
 REPORT_PATH = "/report"
@@ -34,6 +36,8 @@ class ExecResult:
     limit_hit: Optional[str] = None  # "time" | "memory" | "pids" | "output" | None
     signal: Optional[int] = None
     notes: list[str] = field(default_factory=list)
+    #: the root file system the command ran in (sandbox/toolchain.py)
+    toolchain: Optional[Toolchain] = None
 
 
 class Sandbox(ABC):

@@ -1,7 +1,9 @@
-"""bubblewrap backend: namespaces, a read-only system view, cgroup limits, no network.
+"""bubblewrap backend: namespaces, the toolchain's rootfs read-only as /, cgroup limits, no network.
 
 For hosts without a Docker engine. Runs the command as an unprivileged user (uid 65534)
 when evalq itself runs as root, in new user, pid, net, ipc, uts, cgroup and mount namespaces.
+Its root is the tree the fixture's Docker image was imported from (sandbox/toolchain.py),
+never the host's /usr, so both backends grade with the same toolchain.
 """
 
 from __future__ import annotations
@@ -18,23 +20,9 @@ from evalq.graders.sandbox.base import REPORT_PATH, WORKSPACE_PATH, ExecResult, 
 from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
 from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
 from evalq.graders.sandbox.seccomp import filter_fd
+from evalq.graders.sandbox.toolchain import DEFAULT_IMAGE, local_rootfs
 
 NOBODY = 65534
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-             "/etc/localtime", "/etc/mime.types")
-
-
-def _system_binds() -> list[str]:
-    args: list[str] = []
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    for path in ETC_FILES:
-        args += ["--ro-bind-try", path, path]
-    return args
 
 
 def _own_for_nobody(root: Path) -> None:
@@ -90,6 +78,7 @@ class BwrapSandbox(Sandbox):
         ok, why = self.available()
         if not ok:
             raise SandboxError(why)
+        toolchain = local_rootfs(image or DEFAULT_IMAGE)
         as_root = os.geteuid() == 0
         if as_root:
             _own_for_nobody(workspace)
@@ -102,11 +91,11 @@ class BwrapSandbox(Sandbox):
         seccomp_args = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                  "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
-                 *_system_binds(), "--proc", "/proc", "--dev", "/dev",
+                 "--ro-bind", str(toolchain.root), "/", "--proc", "/proc", "--dev", "/dev",
                  "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(workspace), WORKSPACE_PATH,
                  "--bind", str(report_dir), REPORT_PATH,
-                 "--remount-ro", "/", *seccomp_args, "--chdir", WORKSPACE_PATH, "--", *argv]
+                 *seccomp_args, "--chdir", WORKSPACE_PATH, "--", *argv]
         if as_root:
             bwrap = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                      "--inh-caps=-all", *bwrap]
@@ -151,7 +140,8 @@ class BwrapSandbox(Sandbox):
         return ExecResult(exit_code=result.exit_code,
                           stdout=result.stdout.decode("utf-8", "replace"), stderr=stderr,
                           duration_seconds=result.duration_seconds, timed_out=result.timed_out,
-                          limit_hit=limit_hit, signal=result.signal, notes=notes)
+                          limit_hit=limit_hit, signal=result.signal, notes=notes,
+                          toolchain=toolchain)
 
     def sweep(self, max_age_seconds: float = 0) -> int:
         """Orphan cgroups and grading tmpfs mounts (their grading process is gone, or too old)."""

@@ -23,6 +23,7 @@ from evalq.graders.sandbox.base import (
     Sandbox,
     SandboxLimits,
 )
+from evalq.graders.sandbox.toolchain import DEFAULT_IMAGE, Toolchain, image_toolchain
 
 #: The grader user inside every image: Debian's nobody:nogroup.
 SANDBOX_UID = 65534
@@ -34,7 +35,6 @@ LABEL_CREATED = "evalq.created"
 #: when the container is past any use: its wall time, the kill grace and an engine call's timeout
 LABEL_DEADLINE = "evalq.deadline"
 
-DEFAULT_IMAGE = "evalq-grader-python:local"
 START_HINT = "how to start it: scripts/ensure-docker.sh"
 BUILD_HINT = "build the local images with scripts/build-grader-images.sh, or docker pull it"
 
@@ -131,6 +131,7 @@ class DockerSandbox(Sandbox):
     def __init__(self, *, default_image: str = DEFAULT_IMAGE, client: Any = None):
         self.default_image = default_image
         self._client = client
+        self._toolchains: dict[str, Toolchain] = {}
 
     @property
     def client(self):
@@ -157,186 +158,72 @@ class DockerSandbox(Sandbox):
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
             label: str = "") -> ExecResult:
+        _check_request(argv, env)
+        mounts = _bind_mounts(workspace, report_dir)
+        image = image or self.default_image
+        config = _container_config(argv, env, limits, label, mounts)
+        client = self.client
+        container = stream = None
+        try:
+            container, stream, reader = _start(client, image, config, limits)
+            toolchain = self._toolchain(image, container.attrs.get("Image"))
+            started = time.monotonic()
+            status, killed_for, pids_hits = self._wait(container, limits)
+            duration = time.monotonic() - started
+            notes = _reader_notes(reader)
+            result = _result(status, _state(container), reader, killed_for, pids_hits, limits,
+                             notes)
+            result.duration_seconds = duration
+            result.toolchain = toolchain
+            return result
+        finally:
+            _discard(container, stream)
+
+    def _toolchain(self, image: str, image_id: Optional[str]) -> Toolchain:
+        """The rootfs digest (label) of the image the container was made from, by image id:
+        an image re-imported under the same name while this worker runs is looked up anew."""
+        if image_id not in self._toolchains:
+            try:
+                labels = self.client.images.get(image_id or image).labels
+            except Exception as exc:  # DockerException, connection errors
+                raise SandboxError(
+                    f"cannot inspect grader image {image!r}: {_reason(exc)}") from exc
+            self._toolchains[image_id] = image_toolchain(image, labels, image_id)
+        return self._toolchains[image_id]
+
+    def _wait(self, container, limits: SandboxLimits) -> tuple[Optional[dict], Optional[str],
+                                                               Optional[int]]:
+        """Wait for the end, or kill at the wall-time limit: (status, killed_for, pids hits)."""
         import docker.errors
         import requests.exceptions
-        from docker.types import LogConfig, Ulimit
 
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise SandboxError(f"argv must be a non-empty list of strings, got {argv!r}")
-        bad_env = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)
-                   or not k or "=" in k]
-        if bad_env:
-            raise SandboxError(f"env names and values must be strings (bad: {bad_env!r})")
-        mounts = {}
-        for path, target in ((workspace, WORKSPACE_PATH), (report_dir, REPORT_PATH)):
-            p = Path(path)
-            if not p.is_dir() or p.is_symlink():
-                raise SandboxError(f"{target} source {p} is not a directory")
-            _make_writable_by_sandbox(p)
-            mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
-
-        image = image or self.default_image
-        memory = f"{int(limits.memory_mb)}m"
-        disk_bytes = int(limits.disk_mb) * 1024 * 1024
-        client = self.client
-        notes: list[str] = []
-        container = None
-        stream = None
-        reader: Optional[_OutputReader] = None
+        status: Optional[dict] = None
         killed_for: Optional[str] = None
         pids_hits: Optional[int] = None
-        started = time.monotonic()
         try:
-            try:
-                container = client.containers.create(
-                    image,
-                    command=list(argv),
-                    environment=dict(env),
-                    working_dir=WORKSPACE_PATH,
-                    user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                    network_mode="none",
-                    mem_limit=memory,
-                    memswap_limit=memory,
-                    nano_cpus=int(limits.cpus * 1e9),
-                    pids_limit=int(limits.pids),
-                    read_only=True,
-                    volumes=mounts,
-                    tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
-                    cap_drop=["ALL"],
-                    security_opt=["no-new-privileges"],
-                    # No core dumps; no single file bigger than the disk allowance.
-                    ulimits=[Ulimit(name="core", soft=0, hard=0),
-                             Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
-                    init=True,
-                    hostname="sandbox",
-                    labels={LABEL_SANDBOX: "1", LABEL_LABEL: label,
-                            LABEL_CREATED: str(int(time.time())),
-                            LABEL_DEADLINE: str(int(time.time() + limits.timeout_seconds
-                                                    + KILL_GRACE + 2 * API_TIMEOUT))},
-                    log_config=LogConfig(type="none"),
-                    stdin_open=False,
-                    tty=False,
-                )
-                # Attach before start so no early output is lost.
-                stream = container.attach(stdout=True, stderr=True, stream=True, logs=False,
-                                          demux=True)
-
-                def kill_for_output(stream=stream) -> None:
-                    # Hang up first: the engine will not finish a kill while its copy of the
-                    # container's output is blocked on a reader that stopped reading.
-                    try:
-                        stream.close()
-                    except Exception:
-                        pass
-                    try:
-                        container.kill()
-                    except Exception:  # already gone: fine
-                        pass
-
-                reader = _OutputReader(stream, int(limits.output_limit_bytes), kill_for_output)
-                reader.start()
-                container.start()
-                started = time.monotonic()
-            except docker.errors.ImageNotFound as exc:
-                raise SandboxError(f"grader image {image!r} not found; {BUILD_HINT}") from exc
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-                raise SandboxError(
-                    f"could not start a container from {image!r}: {_reason(exc)}") from exc
-
-            # ---- wait for the end, or the wall-time limit ------------------------------------
-            status: Optional[dict] = None
-            try:
-                status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
-            except requests.exceptions.RequestException as exc:
-                if not _is_timeout(exc):
-                    raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
-                killed_for = "time"
-                pids_hits = self._pids_hits(container)
-                try:
-                    container.kill()
-                except docker.errors.NotFound:
-                    pass
-                except docker.errors.APIError as kill_exc:
-                    if "is not running" not in str(kill_exc):
-                        raise
-            except docker.errors.DockerException as exc:
+            status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
+        except requests.exceptions.RequestException as exc:
+            if not _is_timeout(exc):
                 raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
-            if status is None:
-                try:
-                    status = container.wait(timeout=KILL_GRACE)
-                except Exception as exc:
-                    raise SandboxError(
-                        f"container did not stop {KILL_GRACE}s after being killed: {_reason(exc)}"
-                    ) from exc
-            duration = time.monotonic() - started
-            if reader is not None:
-                reader.join(timeout=KILL_GRACE)
-                if reader.is_alive():
-                    notes.append("output stream did not close after the container ended")
-                elif reader.error is not None:
-                    notes.append(f"output stream error: {_reason(reader.error)}")
+            killed_for = "time"
+            pids_hits = self._pids_hits(container)
             try:
-                container.reload()
-                state = container.attrs.get("State", {})
-            except docker.errors.DockerException:
-                state = {}
-
-            exit_code: Optional[int] = status.get("StatusCode") if status else None
-            if status and status.get("Error"):
-                notes.append(f"engine: {status['Error'].get('Message', status['Error'])}")
-            oom = bool(state.get("OOMKilled"))
-            capped = bool(reader and reader.capped)
-            timed_out = killed_for == "time"
-
-            limit_hit: Optional[str] = None
-            if oom:
-                limit_hit = "memory"
-                notes.append(f"killed: memory limit {limits.memory_mb} MB reached")
-            elif capped:
-                limit_hit = "output"
-                notes.append(f"killed: output passed {limits.output_limit_bytes} bytes")
-            elif timed_out and pids_hits:
-                limit_hit = "pids"
-                notes.append(f"pids limit {limits.pids} refused {pids_hits} forks; "
-                             f"killed at the {limits.timeout_seconds:g}s time limit")
-            elif timed_out:
-                limit_hit = "time"
-                notes.append(f"killed at the {limits.timeout_seconds:g}s time limit")
-            if pids_hits and limit_hit != "pids":
-                notes.append(f"pids limit {limits.pids} refused {pids_hits} forks")
-
-            signal: Optional[int] = None
-            if timed_out or capped:
-                exit_code, signal = None, 9  # we killed it: it has no exit status of its own
-            elif exit_code is not None and 128 < exit_code < 128 + 65:
-                signal = exit_code - 128  # the init process reports death by signal N as 128+N
-
-            out = reader.stdout if reader else b""
-            err = reader.stderr if reader else b""
-            return ExecResult(
-                exit_code=exit_code,
-                stdout=bytes(out).decode("utf-8", errors="replace"),
-                stderr=bytes(err).decode("utf-8", errors="replace"),
-                duration_seconds=duration,
-                timed_out=timed_out,
-                limit_hit=limit_hit,
-                signal=signal,
-                notes=notes,
-            )
-        finally:
-            if stream is not None:
-                try:
-                    stream.close()
-                except Exception:
-                    pass
-            if container is not None:
-                try:
-                    container.remove(force=True, v=True)
-                except docker.errors.NotFound:
-                    pass
-                except Exception:
-                    # The engine is gone; sweep() removes it once it is back (it is labelled).
-                    pass
+                container.kill()
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as kill_exc:
+                if "is not running" not in str(kill_exc):
+                    raise
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+        if status is None:
+            try:
+                status = container.wait(timeout=KILL_GRACE)
+            except Exception as exc:
+                raise SandboxError(
+                    f"container did not stop {KILL_GRACE}s after being killed: {_reason(exc)}"
+                ) from exc
+        return status, killed_for, pids_hits
 
     @staticmethod
     def _pids_hits(container) -> Optional[int]:
@@ -377,6 +264,188 @@ class DockerSandbox(Sandbox):
                 if "already in progress" not in str(exc):
                     raise SandboxError(f"cannot remove container {c.short_id}: {_reason(exc)}") from exc
         return removed
+
+
+def _check_request(argv: list[str], env: dict[str, str]) -> None:
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise SandboxError(f"argv must be a non-empty list of strings, got {argv!r}")
+    bad_env = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)
+               or not k or "=" in k]
+    if bad_env:
+        raise SandboxError(f"env names and values must be strings (bad: {bad_env!r})")
+
+
+def _bind_mounts(workspace: Path, report_dir: Path) -> dict:
+    """The two writable host directories, handed to the grader user."""
+    mounts = {}
+    for path, target in ((workspace, WORKSPACE_PATH), (report_dir, REPORT_PATH)):
+        p = Path(path)
+        if not p.is_dir() or p.is_symlink():
+            raise SandboxError(f"{target} source {p} is not a directory")
+        _make_writable_by_sandbox(p)
+        mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
+    return mounts
+
+
+def _container_config(argv: list[str], env: dict[str, str], limits: SandboxLimits, label: str,
+                      mounts: dict) -> dict:
+    """The locked-down container: no network, read-only root, no capabilities, hard limits."""
+    from docker.types import LogConfig, Ulimit
+
+    memory = f"{int(limits.memory_mb)}m"
+    disk_bytes = int(limits.disk_mb) * 1024 * 1024
+    now = time.time()
+    return dict(
+        command=list(argv),
+        environment=dict(env),
+        working_dir=WORKSPACE_PATH,
+        user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+        network_mode="none",
+        mem_limit=memory,
+        memswap_limit=memory,
+        nano_cpus=int(limits.cpus * 1e9),
+        pids_limit=int(limits.pids),
+        read_only=True,
+        volumes=mounts,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        # No core dumps; no single file bigger than the disk allowance.
+        ulimits=[Ulimit(name="core", soft=0, hard=0),
+                 Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
+        init=True,
+        hostname="sandbox",
+        labels={LABEL_SANDBOX: "1", LABEL_LABEL: label, LABEL_CREATED: str(int(now)),
+                LABEL_DEADLINE: str(int(now + limits.timeout_seconds + KILL_GRACE
+                                        + 2 * API_TIMEOUT))},
+        log_config=LogConfig(type="none"),
+        stdin_open=False,
+        tty=False,
+    )
+
+
+def _start(client, image: str, config: dict, limits: SandboxLimits):
+    """Create the container, attach its output (before start, so nothing early is lost) and
+    start it; returns (container, stream, reader). A half-made container is removed."""
+    import docker.errors
+    import requests.exceptions
+
+    container = stream = None
+    try:
+        container = client.containers.create(image, **config)
+        stream = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=True)
+
+        def kill_for_output(stream=stream, container=container) -> None:
+            # Hang up first: the engine will not finish a kill while its copy of the
+            # container's output is blocked on a reader that stopped reading.
+            try:
+                stream.close()
+            except Exception:
+                pass
+            try:
+                container.kill()
+            except Exception:  # already gone: fine
+                pass
+
+        reader = _OutputReader(stream, int(limits.output_limit_bytes), kill_for_output)
+        reader.start()
+        container.start()
+        return container, stream, reader
+    except BaseException as exc:
+        _discard(container, stream)
+        if isinstance(exc, docker.errors.ImageNotFound):
+            raise SandboxError(f"grader image {image!r} not found; {BUILD_HINT}") from exc
+        if isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException)):
+            raise SandboxError(
+                f"could not start a container from {image!r}: {_reason(exc)}") from exc
+        raise
+
+
+def _reader_notes(reader: _OutputReader) -> list[str]:
+    reader.join(timeout=KILL_GRACE)
+    if reader.is_alive():
+        return ["output stream did not close after the container ended"]
+    if reader.error is not None:
+        return [f"output stream error: {_reason(reader.error)}"]
+    return []
+
+
+def _state(container) -> dict:
+    import docker.errors
+
+    try:
+        container.reload()
+        return container.attrs.get("State", {})
+    except docker.errors.DockerException:
+        return {}
+
+
+def _limit_hit(oom: bool, capped: bool, timed_out: bool, pids_hits: Optional[int],
+               limits: SandboxLimits, notes: list[str]) -> Optional[str]:
+    """Which limit ended the container (noted for the reason), if one did."""
+    limit_hit: Optional[str] = None
+    if oom:
+        limit_hit = "memory"
+        notes.append(f"killed: memory limit {limits.memory_mb} MB reached")
+    elif capped:
+        limit_hit = "output"
+        notes.append(f"killed: output passed {limits.output_limit_bytes} bytes")
+    elif timed_out and pids_hits:
+        limit_hit = "pids"
+        notes.append(f"pids limit {limits.pids} refused {pids_hits} forks; "
+                     f"killed at the {limits.timeout_seconds:g}s time limit")
+    elif timed_out:
+        limit_hit = "time"
+        notes.append(f"killed at the {limits.timeout_seconds:g}s time limit")
+    if pids_hits and limit_hit != "pids":
+        notes.append(f"pids limit {limits.pids} refused {pids_hits} forks")
+    return limit_hit
+
+
+def _result(status: Optional[dict], state: dict, reader: _OutputReader,
+            killed_for: Optional[str], pids_hits: Optional[int], limits: SandboxLimits,
+            notes: list[str]) -> ExecResult:
+    """What the container's end means: exit status, signal, the limit it hit, its output."""
+    exit_code: Optional[int] = status.get("StatusCode") if status else None
+    if status and status.get("Error"):
+        notes.append(f"engine: {status['Error'].get('Message', status['Error'])}")
+    timed_out = killed_for == "time"
+    limit_hit = _limit_hit(bool(state.get("OOMKilled")), reader.capped, timed_out, pids_hits,
+                           limits, notes)
+    signal: Optional[int] = None
+    if timed_out or reader.capped:
+        exit_code, signal = None, 9  # we killed it: it has no exit status of its own
+    elif exit_code is not None and 128 < exit_code < 128 + 65:
+        signal = exit_code - 128  # the init process reports death by signal N as 128+N
+    return ExecResult(
+        exit_code=exit_code,
+        stdout=bytes(reader.stdout).decode("utf-8", errors="replace"),
+        stderr=bytes(reader.stderr).decode("utf-8", errors="replace"),
+        duration_seconds=0.0,
+        timed_out=timed_out,
+        limit_hit=limit_hit,
+        signal=signal,
+        notes=notes,
+    )
+
+
+def _discard(container, stream) -> None:
+    """Hang up and remove the container, whatever happened; else sweep() does."""
+    import docker.errors
+
+    if stream is not None:
+        try:
+            stream.close()
+        except Exception:
+            pass
+    if container is not None:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except Exception:
+            # The engine is gone; sweep() removes it once it is back (it is labelled).
+            pass
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
-import shutil
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
+from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.graders.sandbox.owner import owned_name
+
+log = logging.getLogger("evalq.grading")
 SOURCE = "evalq-grade"
 #: grading directories are named with the owning process (sandbox/owner.py)
 DIR_PREFIX = "evalq-grade-"
@@ -50,6 +55,19 @@ def _libc():
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
     libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     return libc
+
+
+@contextmanager
+def grading_folder() -> Iterator[Path]:
+    """A fresh directory named after this process, removed afterwards however deep a tree the
+    graded code left in it (sandbox/cleanup.py); what cannot be removed is logged."""
+    folder = Path(tempfile.mkdtemp(prefix=owned_name(DIR_PREFIX)))
+    try:
+        yield folder
+    finally:
+        left = remove_tree(folder)
+        if left:
+            log.warning("grading folder %s not fully removed: %s", folder, "; ".join(left))
 
 
 @contextmanager
@@ -103,5 +121,25 @@ def sweep_mounts(max_age_seconds: float) -> int:
             continue
         if _libc().umount2(str(mount).encode(), MNT_DETACH) == 0:
             removed += 1
-            shutil.rmtree(mount, ignore_errors=True)
+            remove_tree(mount)
+    return removed
+
+
+def sweep_folders(max_age_seconds: float) -> int:
+    """Remove grading folders in the temp dir whose grading process is gone or too old (an
+    uncapped folder of a killed worker holds whatever the graded code wrote, on the host's disk)."""
+    from evalq.graders.sandbox.owner import orphaned
+
+    removed = 0
+    now = time.time()
+    base = Path(tempfile.gettempdir())
+    for folder in base.glob(f"{DIR_PREFIX}*"):
+        try:
+            age = now - folder.lstat().st_mtime
+        except OSError:
+            continue
+        if folder.is_dir() and not folder.is_symlink() and \
+                orphaned(folder.name, DIR_PREFIX, age, max_age_seconds) and \
+                not remove_tree(folder):
+            removed += 1
     return removed
