@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats")
+SECTIONS = ("overhead", "scale", "report", "stats", "import")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -40,7 +40,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def sizes(quick: bool, trials: int | None) -> dict:
     if quick:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
-                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000}
+                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
+                "import_tasks": 50, "import_runs": 10}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
 
@@ -106,6 +107,11 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import stats_bench
 
         return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    if section == "import":  # both databases, whatever --database says (issue 20)
+        from . import import_bench
+
+        return import_bench.run(workdir / "import", size["import_tasks"], size["import_runs"],
+                                log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

@@ -51,19 +51,32 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
               help="adjudications.jsonl: the third rater's final values.")
 @click.option("--mode", type=click.Choice(["controlled", "workflow-lift", "commit-comparison"]),
               default="controlled", show_default=True)
-@click.option("--baseline", default=None, help="Baseline condition (default single_prompt).")
-@click.option("--candidate", default=None, help="Candidate condition.")
+@click.option("--baseline", default=None,
+              help="Baseline condition (default: single_prompt if the results hold it, else the "
+                   "first condition in sorted order).")
+@click.option("--candidate", default=None,
+              help="Candidate condition (default: every other condition, each compared with "
+                   "the baseline; Holm over all their primary hypotheses).")
 @click.option("--suite-id", default=None, help="Task-suite identifier to record.")
 def import_(results: str, study_id: str, raters: str | None, adjudications: str | None,
             mode: str, baseline: str | None, candidate: str | None,
             suite_id: str | None) -> None:
-    """Import a seed-003 results.jsonl as a study in the results database."""
+    """Import a seed-003 results.jsonl as a study in the results database.
+
+    One transaction: a bad row (each is named with its line) leaves the database unchanged.
+    Importing the same files with the same options again is a no-op; other inputs under an
+    existing study id are refused.
+    """
     from evalq.analysis.seed003 import import_results
 
     _, settings = engine_and_settings()
     summary = import_results(settings.database_url, results, study_id, raters_path=raters,
                              adjudications_path=adjudications, mode=mode, baseline=baseline,
                              candidate=candidate, suite_id=suite_id)
+    if summary.unchanged:
+        click.echo(f"study {summary.study_id}: already imported from these files; unchanged "
+                   f"({summary.runs} runs)")
+        return
     click.echo(f"study {summary.study_id}: imported {summary.runs} runs of {summary.tasks} "
                f"tasks ({', '.join(summary.conditions)}), {summary.ratings} ratings, "
                f"{summary.adjudications} adjudications; report with "
