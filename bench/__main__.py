@@ -43,7 +43,8 @@ def sizes(quick: bool, trials: int | None) -> dict:
                 "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
                 "import_tasks": 50, "import_runs": 10}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
-            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
+            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
+            "import_tasks": 1_000, "import_runs": 50}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,3 +132,14 @@ def metric_summary(runs: list[Run], metric: str, k: int, *, seed: int = 0,
 def condition_metrics(runs: list[Run], k: int, *, seed: int = 0,
                       n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, dict[str, Any]]:
     return {m: metric_summary(runs, m, k, seed=seed, n_resamples=n_resamples) for m in METRICS}
+
+
+def pass_k_rows(runs: list[Run], n: int, *, seed: int = 0,
+                n_resamples: int = DEFAULT_RESAMPLES) -> list[dict[str, Any]]:
+    """pass@k and pass^k (unbiased estimators, per task then averaged) for every k = 1 … n,
+    each row naming its k: at k = n alone pass@k is only "any run passed" and pass^k is RP@k."""
+    return [{"k": k,
+             "pass_at_k": metric_summary(runs, "pass_at_k", k, seed=seed, n_resamples=n_resamples),
+             "pass_hat_k": metric_summary(runs, "pass_hat_k", k, seed=seed,
+                                          n_resamples=n_resamples)}
+            for k in range(1, max(1, n) + 1)]

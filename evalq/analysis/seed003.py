@@ -15,6 +15,7 @@ nothing is kept.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ DEFAULT_BASELINE = "single_prompt"
 MAX_INT = 2**31 - 1
 #: Bad rows named one per line before the rest are only counted.
 SHOWN = 20
+STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as a native manifest's id
 Key = tuple[str, str, int]
 
 
@@ -57,6 +59,10 @@ class ImportSummary:
 def _key(row: dict, path: Path, number: int) -> Key:
     task = require(row, "task_id", (str,), path, number)
     cond = require(row, "condition", (str,), path, number)
+    for field, value in (("task_id", task), ("condition", cond)):
+        if "/" in value or not value.strip():
+            raise UserError(f"line {number}: '{field}' is {value!r}", file=path, field=field,
+                            fix=f"give {field} as a non-blank name without '/'")
     run = require(row, "run_id", (int,), path, number)
     if not 0 <= run <= MAX_INT:
         raise UserError(f"line {number}: 'run_id' is {run}, outside 0..{MAX_INT}", file=path,
@@ -290,6 +296,9 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                    suite_id: Optional[str] = None) -> ImportSummary:
     """Create an imported study in one transaction. Re-importing the same files with the same
     options is a no-op; a study of that id with other inputs is refused."""
+    if not STUDY_ID.fullmatch(study_id):
+        raise UserError(f"study id {study_id!r} is not a plain name", field="--study",
+                        fix="use letters, digits, '.', '_' and '-', starting with a letter or digit")
     results_path = Path(results_path)
     raters = Path(raters_path) if raters_path else None
     adjud = Path(adjudications_path) if adjudications_path else None
@@ -304,6 +313,7 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
     ratings = load_ratings(raters, problems) if raters else {}
     adjudications = load_adjudications(adjud, problems) if adjud else {}
     seen: set[Key] = set()
+    named: set[Key] = set()
     cells: Counter = Counter()
     labels: dict[str, dict] = {}
     now = time.time()
@@ -312,7 +322,9 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
             try:
                 if isinstance(row, UserError):
                     raise row
-                key = check_result(row, results_path, number)
+                key = _key(row, results_path, number)
+                named.add(key)  # a bad row's ratings are not also "of a run not in the results"
+                check_result(row, results_path, number)
                 if key in seen:
                     raise UserError(f"line {number} repeats task {key[0]}, condition {key[1]}, "
                                     f"run {key[2]}", file=results_path, field="run_id",
@@ -329,9 +341,9 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                 tx.add(*_rows(study_id, key, row, _public(ratings.get(key, [])),
                               _public(adjudications.get(key, [])), now))
         if raters:
-            unmatched(ratings, seen, raters, "rates", problems)
+            unmatched(ratings, named, raters, "rates", problems)
         if adjud:
-            unmatched(adjudications, seen, adjud, "adjudicates", problems)
+            unmatched(adjudications, named, adjud, "adjudicates", problems)
         if not seen and not problems.count:
             problems.add(UserError("no result rows", file=results_path,
                                    fix="give a non-empty results.jsonl"))
