@@ -85,9 +85,13 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 
 @click.command()
 @click.argument("study")
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-def blind(study: str, out: str) -> None:
-    """Write blinded rater packets (condition labels stripped) and, apart, their key."""
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="The folder that goes to raters: packets/, RUBRIC.md, raters.template.jsonl.")
+@click.option("--key", "key_path", type=click.Path(dir_okay=False), default=None,
+              help="Where the unblinding key goes (default: OUT.key.jsonl beside OUT; never "
+                   "inside OUT).")
+def blind(study: str, out: str, key_path: str | None) -> None:
+    """Write blinded rater packets (condition labels stripped), a rubric, and apart, their key."""
     from evalq.analysis.blind import write_packets
     from evalq.analysis.runs import study_runs
     from evalq.artifacts import open_store
@@ -99,8 +103,9 @@ def blind(study: str, out: str) -> None:
         return store.get(ref) if store.exists(ref) else None
 
     row, runs = study_runs(engine, study_id_of(study))
-    result = write_packets(row, runs, Path(out), fetch)
+    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None)
     click.echo(f"{result['packets']} packets: {result['packets_dir']}")
+    click.echo(f"rubric (fill in the decision rules before scoring): {result['rubric']}")
     click.echo(f"key (keep it from the raters): {result['key']}")
 
 

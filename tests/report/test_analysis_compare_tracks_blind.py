@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from evalq.analysis.blind import write_packets
+from evalq.analysis.rubric import DEFINITIONS
 from evalq.analysis.runs import study_runs
 from evalq.analysis.studies import compare_studies
 from evalq.errors import UserError
@@ -98,9 +99,36 @@ def test_blind_packets_hide_condition_labels_and_keep_the_key_apart(tmp_path):
         for secret in ("workflow_guided", "control-arm", "praxo-skill", "workflow.md", "skill.md",
                        ".claude/skills"):
             assert secret not in text
-    key = [json.loads(l) for l in (tmp_path / "out" / "key" / "key.jsonl").read_text().splitlines()]
+    assert result["key"] == tmp_path / "out.key.jsonl"
+    key = [json.loads(l) for l in result["key"].read_text().splitlines()]
     assert {k["condition"] for k in key} == {"workflow_guided", "control-arm"}
-    assert not (tmp_path / "out" / "packets" / "key.jsonl").exists()
+    # Nothing under the folder that goes to raters names a condition; the rubric is there.
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            text = path.read_text().lower()
+            assert "workflow_guided" not in text and "control-arm" not in text, path
+    rubric = (tmp_path / "out" / "RUBRIC.md").read_text()
+    for field, (definition, _) in DEFINITIONS.items():
+        assert f"## `{field}`" in rubric and definition in rubric
+    assert "per RUBRIC.md" in packets[0].read_text()
+    with pytest.raises(UserError, match="inside the packets folder"):
+        write_packets(study, runs, tmp_path / "out", fetch=lambda ref: None,
+                      key=tmp_path / "out" / "packets" / "k.jsonl")
     # shuffled: packet numbers do not follow the planned order by condition
     firsts = [k["condition"] for k in key[:6]]
     assert len(set(firsts)) == 2
+
+
+def test_blind_command_prints_the_key_path_outside_the_packets(tmp_path):
+    url = f"sqlite:///{tmp_path}/k.db"
+    make_study(url, "bk")
+    env = {"EVALQ_DATABASE_URL": url, "EVALQ_HOME": str(tmp_path / "home")}
+    proc = run_cli(["blind", "bk", "--out", str(tmp_path / "to-raters")], env)
+    assert proc.returncode == 0, proc.stderr
+    key = tmp_path / "to-raters.key.jsonl"
+    assert f"key (keep it from the raters): {key}" in proc.stdout
+    assert len(key.read_text().splitlines()) == 18
+    assert (tmp_path / "to-raters" / "RUBRIC.md").is_file()
+    inside = run_cli(["blind", "bk", "--out", str(tmp_path / "to-raters"), "--key",
+                      str(tmp_path / "to-raters" / "key.jsonl")], env)
+    assert inside.returncode == 2 and "field '--key'" in inside.stderr
