@@ -132,3 +132,26 @@ def test_blind_command_prints_the_key_path_outside_the_packets(tmp_path):
     inside = run_cli(["blind", "bk", "--out", str(tmp_path / "to-raters"), "--key",
                       str(tmp_path / "to-raters" / "key.jsonl")], env)
     assert inside.returncode == 2 and "field '--key'" in inside.stderr
+
+
+def test_compare_refused_on_settings_names_the_keys_and_hides_credentials(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    secret = "sk-ant-" + "q7" * 20
+    base = {"name": "main", "agent": "scripted", "commit": "aaa",
+            "settings": {"temperature": 0.2, "api_key": secret, "retries": 3,
+                         "headers": {"x-trace": "ghp_" + "Z" * 36}}}
+    cand = {"name": "main", "agent": "scripted", "commit": "bbb",
+            "settings": {"temperature": 0.7, "api_key": secret + "x", "retries": 3,
+                         "headers": {"x-trace": "ghp_" + "Y" * 36}, "top_p": 0.9}}
+    make_study(url, "sa", conditions=[base])
+    make_study(url, "sb", conditions=[cand])
+    proc = run_cli(["compare", "sa", "sb"], {"EVALQ_DATABASE_URL": url})
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "\n" not in line and "field 'settings_digest'" in line
+    assert "settings.temperature: 0.2 vs 0.7" in line
+    assert "settings.top_p: (not set) vs 0.9" in line
+    assert "settings.api_key: [redacted] vs [redacted]" in line
+    assert "settings.headers.x-trace: [redacted] vs [redacted]" in line
+    assert "retries" not in line  # equal settings are not listed
+    assert secret not in line and "ghp_" not in line
