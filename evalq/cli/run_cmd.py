@@ -38,9 +38,17 @@ def _finished_counter(engine, study_id):
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
-                       formats=("json", "md", "html")) -> dict[str, Path]:
+                       formats: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """Every report format (or those asked for) from one computed report."""
+    from evalq.report.write import FORMATS
+
     report = compute_report(engine, study_id)
-    return write_reports(report, out or report_dir(settings, study_id), formats)
+    return write_reports(report, out or report_dir(settings, study_id), formats or FORMATS)
+
+
+def echo_reports(paths: dict[str, Path]) -> None:
+    for path in paths.values():
+        click.echo(f"report: {path}")
 
 
 @click.command()
@@ -93,10 +101,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     finally:
         if workers is not None:
             workers.stop()
-    paths = write_study_report(engine, settings, study.id)
-    click.echo(f"report: {paths['json']}")
-    click.echo(f"report: {paths['md']}")
-    click.echo(f"report: {paths['html']}")
+    echo_reports(write_study_report(engine, settings, study.id))
     if finished < planned:
         click.echo(f"evalq: study {study.id} was cancelled with {planned - finished} of "
                    f"{planned} trials pending; continue it with `evalq run {manifest} --resume`",
