@@ -21,7 +21,7 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
 
     Refuses, naming the differing field, when their pinned inputs differ.
     """
-    from evalq.analysis.metrics import LABELS
+    from evalq.analysis.metrics import label
     from evalq.analysis.studies import compare_studies
     from evalq.report import fmt
     from evalq.report.write import write_atomic
@@ -33,7 +33,8 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for metric, m in comp["metrics"].items():
-        line = (f"  {LABELS[metric]:8} delta {fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
+        line = (f"  {label(metric, m.get('k')):8} delta "
+                f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
                 f"  95% CI {fmt.interval(m['ci_low'], m['ci_high'], True)}")
         if result["tests"]:
             line += f"  p {fmt.number(m['p_value'], 4)}"

@@ -13,7 +13,7 @@ from typing import Any
 from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.cost import condition_cost, condition_tokens, skill_activation
-from evalq.analysis.metrics import METRIC_OUTCOMES, condition_metrics, pass_k_rows, task_values
+from evalq.analysis.metrics import METRIC_OUTCOMES, condition_metrics, pass_k_tables, task_values
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
@@ -89,12 +89,13 @@ def _group_report(study, runs: list[Run], names: list[str], *, tests: bool, seed
                   n_resamples: int) -> dict[str, Any]:
     k = _k(study)
     conditions = {}
-    for name in names:
-        mine = [r for r in runs if r.condition == name]
+    by_condition = {name: [r for r in runs if r.condition == name] for name in names}
+    pass_k = pass_k_tables(by_condition, k, seed=seed, n_resamples=n_resamples)
+    for name, mine in by_condition.items():
         conditions[name] = {
             "outcomes": _outcome_counts(r.outcome for r in mine),
             "metrics": condition_metrics(mine, k, seed=seed, n_resamples=n_resamples),
-            "pass_k": pass_k_rows(mine, k, seed=seed, n_resamples=n_resamples),
+            "pass_k": pass_k[name],
         }
     comparisons = compare_pairs(_pairs(study, runs, names), k, tests=tests, seed=seed,
                                 n_resamples=n_resamples)

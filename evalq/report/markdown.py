@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalq.analysis.metrics import LABELS, METRICS
+from evalq.analysis.metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
@@ -113,7 +113,7 @@ def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list
         rule += "---|---|"
     lines += [head, rule]
     for metric, m in comp["metrics"].items():
-        row = (f"| {LABELS[metric]} | {'yes' if m['primary'] else 'no'} | {m['n_tasks']} | "
+        row = (f"| {label(metric, m.get('k'))} | {'yes' if m['primary'] else 'no'} | {m['n_tasks']} | "
                f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])} | "
                f"{fmt.interval(m['ci_low'], m['ci_high'], True)} |")
         if tests:
@@ -123,7 +123,7 @@ def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list
     lines.append("")
     for metric, m in comp["metrics"].items():
         if m["primary"] and m["per_task"]:
-            lines.append(f"Per-task differences in {LABELS[metric]}: " + ", ".join(
+            lines.append(f"Per-task differences in {label(metric, m.get('k'))}: " + ", ".join(
                 f"{t} {fmt.signed(d)}" for t, d in m["per_task"].items()))
             lines.append("")
     pinned = comp["pinned"]

@@ -135,6 +135,9 @@ def test_three_conditions_rotating_raters_nulls_and_pass_at_every_k(tmp_path):
             assert row["pass_hat_k"]["estimate"] == pytest.approx(
                 _brute_pass(valid, row["k"], every=True))
     text = md.read_text()
+    for comp in report["comparisons"]:
+        assert {m["k"] for m in comp["metrics"].values()} == {3}
+    assert "| pass@3 | no |" in text and "| pass^3 | no |" in text and "| RP@3 | yes |" in text
     for cond in report["conditions"]:
         for k in (1, 2, 3):
             assert f"| {k} | {cond} | " in text
@@ -206,3 +209,31 @@ def test_native_export_round_trips_through_import(tmp_path):
         native = reports["native"]["conditions"][cond]["metrics"]["tpr"]["estimate"]
         assert reports["back"]["conditions"][cond]["metrics"]["tpr"]["estimate"] == \
             pytest.approx(native)
+
+
+def test_pass_k_tables_equal_the_single_k_summaries():
+    """The shared-resample path gives what metric_summary gives for each k on its own."""
+    from evalq.analysis.metrics import metric_summary, pass_k_tables
+    from evalq.analysis.runs import Run
+
+    rng = random.Random(2)
+    by_condition = {}
+    for cond, tasks in (("a", range(12)), ("b", range(3, 14))):  # partly different tasks
+        by_condition[cond] = [
+            Run(view=None, task=f"t{t:02d}", condition=cond, repetition=rep, order=rep,
+                outcome=None, scores={},
+                passed=None if rng.random() < 0.1 else rng.random() < 0.3 + t / 20)
+            for t in tasks for rep in range(1, 6 - t % 3)]  # tasks with 5, 4 and 3 runs
+    tables = pass_k_tables(by_condition, 5, seed=3, n_resamples=2_000)
+    checked = 0
+    for cond, runs in by_condition.items():
+        assert [r["k"] for r in tables[cond]] == [1, 2, 3, 4, 5]
+        for row in tables[cond]:
+            for metric in ("pass_at_k", "pass_hat_k"):
+                ref = metric_summary(runs, metric, row["k"], seed=3, n_resamples=2_000)
+                got = row[metric]
+                assert got["n_tasks"] == ref["n_tasks"] and got["k"] == ref["k"] == row["k"]
+                for key in ("estimate", "ci_low", "ci_high"):
+                    assert got[key] == pytest.approx(ref[key], abs=1e-12)
+                checked += got["estimate"] is not None
+    assert checked == 20
