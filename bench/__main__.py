@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,scale,report,stats]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,scale,report,stats,import]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
