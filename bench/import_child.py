@@ -15,7 +15,8 @@ from pathlib import Path
 
 
 def _floor(url: str, results: Path, raters: Path) -> float:
-    from evalq.analysis.seed003 import Problems, _public, _rows, load_ratings
+    from evalq.analysis.seed003 import stored_rows
+    from evalq.analysis.seed003_check import Problems, load_ratings, without_lines
     from evalq.analysis.jsonl import read_jsonl
     from evalq.bulk import insert_missing
     from evalq.store import AttemptRow, StudyRow, TrialRow, init_db
@@ -25,7 +26,8 @@ def _floor(url: str, results: Path, raters: Path) -> float:
     trials, attempts = [], []
     for _, row in read_jsonl(results):
         key = (row["task_id"], row["condition"], row["run_id"])
-        trial, attempt = _rows("floor", key, row, _public(ratings.get(key, [])), [], now)
+        trial, attempt = stored_rows("floor", key, row, without_lines(ratings.get(key, [])), [],
+                                     now)
         trials.append(trial)
         attempts.append(attempt)
     engine = init_db(url)
