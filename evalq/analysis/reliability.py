@@ -28,7 +28,8 @@ def _items(runs: list[Run], outcome: str) -> list[dict[str, Optional[bool]]]:
 
 
 def agreement(items: list[dict[str, Optional[bool]]]) -> dict[str, Any]:
-    """{agreement, kappa, kind, positive_rate, n_items, raters} for one outcome over some runs."""
+    """{agreement, kappa, kind, alpha, positive_rate, n_items, ratings_per_item, raters} for one
+    outcome over some runs (kind: cohen or fleiss; alpha: Krippendorff, nominal)."""
     if not items:
         return {"agreement": None, "kappa": None, "kind": None, "alpha": None,
                 "positive_rate": None, "n_items": 0, "ratings_per_item": {}, "raters": []}
