@@ -14,7 +14,10 @@ REDACTED = "[redacted]"
 SECRET_KEY = re.compile(r"api[_-]?key|token|secret|passw(or)?d|credential|auth|cookie|"
                         r"private[_-]?key|bearer|session|signature|dsn", re.IGNORECASE)
 SECRET_VALUE = re.compile(r"^(sk-|sk_|ghp_|gho_|github_pat_|xox[abprs]-|AKIA|ASIA|AIza|eyJ)|"
-                          r"^[A-Za-z0-9+/_=.-]{32,}$")
+                          r"^(bearer|basic|token)\s|^[A-Za-z0-9+/_=.-]{32,}$|://[^/\s]*:[^/\s]*@",
+                          re.IGNORECASE)
+#: A credential handed over inside a value: "--token=…", "API_KEY: …".
+ASSIGNED = re.compile(rf"(?:{SECRET_KEY.pattern})[\w-]*\s*[=:]", re.IGNORECASE)
 MISSING = "(not set)"
 
 
@@ -34,7 +37,9 @@ def shown(key: str, value: Any) -> str:
         return REDACTED
     if isinstance(value, list):
         return "[" + ", ".join(shown(key, v) for v in value) + "]"
-    if isinstance(value, str) and SECRET_VALUE.search(value):
+    if isinstance(value, dict):  # inside a list: flatten() does not reach it
+        return "{" + ", ".join(f"{k}: {shown(f'{key}.{k}', v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str) and (SECRET_VALUE.search(value) or ASSIGNED.search(value)):
         return REDACTED
     return repr(value) if isinstance(value, str) else str(value)
 

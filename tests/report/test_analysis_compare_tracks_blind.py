@@ -155,3 +155,18 @@ def test_compare_refused_on_settings_names_the_keys_and_hides_credentials(tmp_pa
     assert "settings.headers.x-trace: [redacted] vs [redacted]" in line
     assert "retries" not in line  # equal settings are not listed
     assert secret not in line and "ghp_" not in line
+
+
+@pytest.mark.parametrize("settings", [
+    {"headers": [{"Authorization": "Bearer abc.def"}]},
+    {"extra": ["--token=xyz", {"note": "Bearer abc.def"}]},
+    {"proxy": "http://user:hunter22@proxy.local:8080"},
+    {"PASSWORD": "hunter22"},
+])
+def test_differing_settings_never_show_a_credential(settings):
+    from evalq.analysis.settings_diff import differing_settings
+
+    shown = json.dumps(differing_settings({}, settings))
+    for secret in ("abc.def", "hunter22", "xyz"):
+        assert secret not in shown
+    assert "[redacted]" in shown
