@@ -75,27 +75,38 @@ def check_result(row: dict, path: Path, number: int) -> Key:
     return key
 
 
-def load_ratings(path: Path, problems: Problems) -> dict[Key, list[dict]]:
-    """Rows of {task_id, condition, run_id, rater_id, <rater field>: bool or null, ...}."""
-    ratings: dict[Key, list[dict]] = {}
+def _grouped(path: Path, problems: Problems, entry_of) -> dict[Key, list[dict]]:
+    """{run key: [entry, ...]} for a per-run file; entry_of(row, number, earlier entries of
+    that run) builds an entry or raises the row's problem, which is gathered, not raised."""
+    out: dict[Key, list[dict]] = {}
     for number, row in iter_jsonl(path):
         try:
             if isinstance(row, UserError):
                 raise row
             key = run_key(row, path, number)
-            rater = str(require(row, "rater_id", (str, int), path, number))
-            if any(r["rater_id"] == rater for r in ratings.get(key, [])):
-                raise UserError(f"line {number}: rater {rater} scored this run twice",
-                                file=path, field="rater_id", fix="keep one row per (run, rater)")
-            entry: dict[str, Any] = {"rater_id": rater}
-            for field in RATER_FIELDS:
-                entry[field] = require(row, field, (bool,), path, number, nullable=True)
+            entry = entry_of(row, number, out.get(key, []))
         except UserError as exc:
             problems.add(exc)
             continue
         entry["_line"] = number
-        ratings.setdefault(key, []).append(entry)
-    return ratings
+        out.setdefault(key, []).append(entry)
+    return out
+
+
+def load_ratings(path: Path, problems: Problems) -> dict[Key, list[dict]]:
+    """Rows of {task_id, condition, run_id, rater_id, <rater field>: bool or null, ...}."""
+
+    def rating(row: dict, number: int, earlier: list[dict]) -> dict[str, Any]:
+        rater = str(require(row, "rater_id", (str, int), path, number))
+        if any(r["rater_id"] == rater for r in earlier):
+            raise UserError(f"line {number}: rater {rater} scored this run twice",
+                            file=path, field="rater_id", fix="keep one row per (run, rater)")
+        entry: dict[str, Any] = {"rater_id": rater}
+        for field in RATER_FIELDS:
+            entry[field] = require(row, field, (bool,), path, number, nullable=True)
+        return entry
+
+    return _grouped(path, problems, rating)
 
 
 def load_adjudications(path: Path, problems: Problems) -> dict[Key, list[dict]]:
@@ -104,24 +115,17 @@ def load_adjudications(path: Path, problems: Problems) -> dict[Key, list[dict]]:
     The adjudicated value is the final score; it is checked against results.jsonl as that
     file is read (`check_adjudicated`).
     """
-    out: dict[Key, list[dict]] = {}
-    for number, row in iter_jsonl(path):
-        try:
-            if isinstance(row, UserError):
-                raise row
-            key = run_key(row, path, number)
-            fields = {f: row[f] for f in RATER_FIELDS if f in row}
-            if not fields:
-                raise UserError(f"line {number} adjudicates no outcome", file=path,
-                                field="passed", fix=f"give one of {', '.join(RATER_FIELDS)}")
-            for field in fields:
-                require(row, field, (bool,), path, number)
-        except UserError as exc:
-            problems.add(exc)
-            continue
-        out.setdefault(key, []).append(dict(fields, adjudicator_id=row.get("adjudicator_id"),
-                                            _line=number))
-    return out
+
+    def adjudication(row: dict, number: int, _earlier: list[dict]) -> dict[str, Any]:
+        fields = {f: row[f] for f in RATER_FIELDS if f in row}
+        if not fields:
+            raise UserError(f"line {number} adjudicates no outcome", file=path,
+                            field="passed", fix=f"give one of {', '.join(RATER_FIELDS)}")
+        for field in fields:
+            require(row, field, (bool,), path, number)
+        return dict(fields, adjudicator_id=row.get("adjudicator_id"))
+
+    return _grouped(path, problems, adjudication)
 
 
 def check_adjudicated(entries: list[dict], row: dict, path: Path) -> None:

@@ -100,3 +100,24 @@ def test_every_bad_row_is_one_line_and_nothing_is_written(tmp_path):
     assert "line 2" in lines[0] and "field 'task_id'" in lines[0]
     assert "line 8" in lines[1] and "field 'validation_passed'" in lines[1]
     assert _snapshot(db) == {"studies": [], "trials": [], "attempts": []}
+
+
+def test_raters_and_adjudications_problems_are_all_named(tmp_path):
+    paths = generate(tmp_path / "data", tasks=2)
+    raters = [json.loads(line) for line in paths["raters"].read_text().splitlines()]
+    raters.append(dict(raters[0]))  # the same rater scores the same run twice
+    raters.append(dict(raters[1], task_id="task-999"))  # a run that is not in the results
+    _rewrite(paths["raters"], raters)
+    adjud = [json.loads(line) for line in paths["adjudications"].read_text().splitlines()]
+    adjud.append({"task_id": "task-000", "condition": "single_prompt", "run_id": 1})
+    _rewrite(paths["adjudications"], adjud)
+    db = f"sqlite:///{tmp_path}/r.db"
+    with pytest.raises(UserErrors) as caught:
+        import_results(db, paths["results"], "r", raters_path=paths["raters"],
+                       adjudications_path=paths["adjudications"])
+    lines = caught.value.lines()
+    assert len(lines) == 3, lines
+    assert f"line {len(raters) - 1}: rater" in lines[0] and "twice" in lines[0]
+    assert f"line {len(adjud)} adjudicates no outcome" in lines[1]
+    assert f"line {len(raters)} rates a run not in the results" in lines[2]
+    assert _snapshot(db) == {"studies": [], "trials": [], "attempts": []}
