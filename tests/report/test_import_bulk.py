@@ -12,6 +12,8 @@ from conftest import run_cli
 from report_seed003_gen import generate
 
 from evalq.analysis import import_write
+from evalq.analysis.export import seed003_row
+from evalq.analysis.runs import study_runs
 from evalq.analysis.seed003 import import_results
 from evalq.errors import UserErrors
 from evalq.store import init_db
@@ -60,7 +62,13 @@ def test_failure_on_the_last_row_leaves_the_database_unchanged(tmp_path, db_url,
 
 def test_a_database_error_mid_import_rolls_everything_back(tmp_path, db_url, monkeypatch):
     kept = generate(tmp_path / "kept", tasks=2, k=2)
+    rows = [json.loads(line) for line in kept["results"].read_text().splitlines()]
+    rows[0]["notes"] = "naïve\ttab \\ back\nslash – ✓ 😀"  # COPY's escapes and UTF-8
+    _rewrite(kept["results"], rows)
     import_results(db_url, kept["results"], "kept")
+    study, runs = study_runs(init_db(db_url), "kept")
+    assert sorted((seed003_row(study, r) for r in runs), key=lambda r: r["run_order"]) == \
+        sorted(rows, key=lambda r: r["run_order"])
     before = _snapshot(db_url)
     paths = generate(tmp_path / "data", tasks=6, k=3)
     monkeypatch.setattr(import_write, "CHUNK", 4)
