@@ -124,17 +124,22 @@ def paired_bootstrap_ci(treatment: ArrayLike | Sequence[float | None],
 
 def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """Means of every column of x (tasks x columns) over the very resamples that
-    bootstrap_distribution draws for that seed, as resample-count weights times x."""
+    bootstrap_distribution draws for that seed. Tasks with identical rows are counted as one
+    class (per-k pass estimates depend only on a task's run counts, so 1,000 tasks are a few
+    dozen classes): each resample's mean is its class counts times the class values."""
     n = x.shape[0]
+    values, classes = np.unique(x, axis=0, return_inverse=True)
+    classes = classes.reshape(-1)
+    width = values.shape[0]
     rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, x.shape[1]), dtype=float)
     step = chunk_rows(n)
     for start in range(0, n_resamples, step):
         rows = min(step, n_resamples - start)
         idx = rng.integers(0, n, size=(rows, n))
-        flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
-        weights = np.bincount(flat, minlength=rows * n).reshape(rows, n)
-        out[start:start + rows] = weights @ x / n
+        flat = (classes[idx] + (np.arange(rows) * width)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=rows * width).reshape(rows, width)
+        out[start:start + rows] = counts @ values / n
     return out
 
 
