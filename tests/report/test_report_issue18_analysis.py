@@ -18,6 +18,8 @@ from conftest import run_cli
 from report_native_rows import make_study
 from report_seed003_gen import generate
 
+from evalq.store import init_db, load_study
+
 THIRD = "third_arm"
 
 
@@ -182,6 +184,15 @@ def test_candidate_alone_uses_the_default_baseline(tmp_path):
         ("single_prompt", THIRD)]
     bad = run_cli(["import", str(paths["results"]), "--study", "d", "--candidate", "nope"], env)
     assert bad.returncode == 2 and "'nope' is not a condition" in bad.stderr
+    # --baseline alone: every other condition against it, each with H1-H5
+    proc = run_cli(["import", str(paths["results"]), "--study", "e", "--baseline",
+                    "workflow_guided"], env)
+    assert proc.returncode == 0, proc.stderr
+    hyps = load_study(init_db(env["EVALQ_DATABASE_URL"]), "e").manifest["hypotheses"]
+    assert sorted({(h["baseline"], h["candidate"]) for h in hyps}) == [
+        ("workflow_guided", "single_prompt"), ("workflow_guided", THIRD)]
+    assert len(hyps) == 10 and {h["id"] for h in hyps if h["candidate"] == THIRD} == {
+        f"H{i}:{THIRD}" for i in range(1, 6)}
 
 
 def test_native_export_round_trips_through_import(tmp_path):
