@@ -39,3 +39,19 @@ class InfrastructureError(EvalqError):
 
 class SandboxError(EvalqError):
     """The sandbox could not be started or crashed; the attempt is a grading_failure."""
+
+
+class UserErrors(UserError):
+    """Several bad rows of one input, one line each, so a user can fix them all in one go."""
+
+    def __init__(self, errors: list[UserError], more: int = 0):
+        self.errors = list(errors)
+        self.more = more
+        first = self.errors[0]
+        super().__init__(first.message, file=first.file, field=first.field, fix=first.fix)
+
+    def lines(self) -> list[str]:
+        out = [e.one_line() for e in self.errors]
+        if self.more:
+            out.append(f"{self.errors[0].file}: and {self.more} more bad row(s) not shown")
+        return out

@@ -1,7 +1,8 @@
 """Blinded rater packets (SPEC A7; seed 003 §4.2): condition labels and workflow markers stripped.
 
 Packets are numbered in a seeded shuffled order so the number says nothing about the
-condition; the key mapping packet to (task, condition, run) is written apart from them.
+condition. The folder that goes to raters holds the packets, RUBRIC.md and a scores template;
+the key mapping packet to (task, condition, run) is written outside it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from evalq.errors import UserError
 from evalq.results.store import StudyRow
+from evalq.analysis.rubric import render_rubric
 from evalq.analysis.runs import RATER_FIELDS, Run
 
 REDACTED = "[redacted]"
@@ -47,7 +50,7 @@ def sanitize(text: str, secrets: list[str]) -> str:
 def _packet_text(packet_id: str, run: Run, fetch: Callable[[str], Optional[bytes]]) -> str:
     counted = run.view.counted
     lines = [f"# Rater packet {packet_id}", "", f"Task: {run.task}", "",
-             "Score each outcome per RUBRIC.md: " + ", ".join(RATER_FIELDS), ""]
+             "Score each outcome per RUBRIC.md (one folder up from this packet): " + ", ".join(RATER_FIELDS), ""]
     if counted is None:
         return "\n".join(lines + ["(no finished attempt)"])
     if run.imported:
@@ -66,14 +69,30 @@ def _packet_text(packet_id: str, run: Run, fetch: Callable[[str], Optional[bytes
     return "\n".join(lines) + "\n"
 
 
+def default_key_path(out: Path) -> Path:
+    """Beside the packets folder, never inside it: `packets/` -> `packets.key.jsonl`."""
+    out = Path(out).resolve()
+    return out.parent / f"{out.name}.key.jsonl"
+
+
+def _check_apart(out: Path, key: Path) -> None:
+    if key.resolve().is_relative_to(out.resolve()):
+        raise UserError(f"the key {key} would be inside the packets folder {out}", field="--key",
+                        fix="give a path outside the folder that goes to raters")
+
+
 def write_packets(study: StudyRow, runs: list[Run], out: Path,
-                  fetch: Callable[[str], Optional[bytes]]) -> dict[str, Any]:
-    """packets/<id>.md for raters, key/key.jsonl for the study owner, a raters template."""
+                  fetch: Callable[[str], Optional[bytes]],
+                  key: Optional[Path] = None) -> dict[str, Any]:
+    """out/packets/<id>.md, out/RUBRIC.md and out/raters.template.jsonl for raters; the key
+    for the study owner at `key` (default: beside `out`), which must lie outside `out`."""
+    out = Path(out)
+    key = Path(key) if key is not None else default_key_path(out)
+    _check_apart(out, key)
     order = sorted(runs, key=lambda r: r.view.trial_id)
     random.Random(int(study.manifest.get("seed") or 0)).shuffle(order)
     secrets = secrets_of(study)
     (out / "packets").mkdir(parents=True, exist_ok=True)
-    (out / "key").mkdir(parents=True, exist_ok=True)
     key_rows, template = [], []
     for number, run in enumerate(order, start=1):
         packet_id = f"run-{number:04d}"
@@ -84,7 +103,9 @@ def write_packets(study: StudyRow, runs: list[Run], out: Path,
                          "trial_id": run.view.trial_id})
         template.append(dict({"packet_id": packet_id, "rater_id": None},
                              **{f: None for f in RATER_FIELDS}))
-    (out / "key" / "key.jsonl").write_text("".join(json.dumps(r) + "\n" for r in key_rows))
+    (out / "RUBRIC.md").write_text(sanitize(render_rubric(study.id), secrets), encoding="utf-8")
     (out / "raters.template.jsonl").write_text("".join(json.dumps(r) + "\n" for r in template))
-    return {"packets": len(order), "packets_dir": out / "packets",
-            "key": out / "key" / "key.jsonl"}
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text("".join(json.dumps(r) + "\n" for r in key_rows))
+    return {"packets": len(order), "packets_dir": out / "packets", "rubric": out / "RUBRIC.md",
+            "key": key}

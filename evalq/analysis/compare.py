@@ -64,6 +64,7 @@ def compare_pairs(pairs: list[Pair], k: int, *, tests: bool, seed: int = 0,
                                    seed=seed, n_resamples=n_resamples) for m in COMPARED}
         for m in COMPARED:
             metrics[m]["primary"] = m in pair.primary
+            metrics[m]["k"] = k
             if m in pair.primary:
                 family.append((i, m))
         out.append({"baseline": pair.baseline, "candidate": pair.candidate,

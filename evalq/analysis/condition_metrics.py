@@ -12,13 +12,23 @@ import numpy as np
 
 from evalq import stats
 from evalq.models import COMPARABLE_METRICS
-from evalq.stats.bootstrap import DEFAULT_RESAMPLES
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns
 from evalq.analysis.runs import Run, by_task
 
 METRICS = ("success_rate", *COMPARABLE_METRICS)
 LABELS = {"success_rate": "success rate", "tpr": "TPR", "rp_at_k": "RP@k",
           "pass_at_k": "pass@k", "pass_hat_k": "pass^k", "rfr": "RFR", "cpr": "CPR",
           "nrr": "NRR"}
+
+
+def label(metric: str, k: int | None) -> str:
+    """'pass@3' rather than 'pass@k' where k is known, so no row leaves k implicit."""
+    text = LABELS[metric]
+    if k is None or not text.endswith(("@k", "^k")):
+        return text
+    return text[:-1] + str(k)
+
+
 #: Rater outcomes each metric reads, for reliability flags on primary outcomes.
 METRIC_OUTCOMES = {"success_rate": ("passed",), "tpr": ("passed",), "rp_at_k": ("passed",),
                    "pass_at_k": ("passed",), "pass_hat_k": ("passed",),
@@ -133,3 +143,41 @@ def metric_summary(runs: list[Run], metric: str, k: int, *, seed: int = 0,
 def condition_metrics(runs: list[Run], k: int, *, seed: int = 0,
                       n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, dict[str, Any]]:
     return {m: metric_summary(runs, m, k, seed=seed, n_resamples=n_resamples) for m in METRICS}
+
+
+def pass_k_tables(runs_by_condition: dict[str, list[Run]], n: int, *, seed: int = 0,
+                  n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, list[dict[str, Any]]]:
+    """Per condition, pass@k and pass^k (unbiased estimators, per task then averaged) for every
+    k = 1 … n, each row naming its k: at k = n alone pass@k is only "any run passed" and
+    pass^k is RP@k.
+
+    Each task's runs are counted once, and every interval shares the resamples of the tasks
+    it is defined on (bootstrap_ci_columns, across k and conditions): the same figures as
+    metric_summary gives for one k at a time, for a fraction of the work.
+    """
+    counts: dict[str, dict[str, tuple[int, int]]] = {}
+    for name, runs in runs_by_condition.items():
+        counts[name] = {}
+        for task, values in by_task(runs, lambda r: r.passed).items():
+            ok = stats.valid_runs(values)
+            counts[name][task] = (len(ok), sum(ok))
+    tasks = sorted({t for per_task in counts.values() for t in per_task})
+    ks = range(1, max(1, n) + 1)
+    estimators = (stats.pass_at_k_estimate, stats.pass_hat_k_estimate)
+    keys = [(name, k, e) for name in counts for k in ks for e in range(2)]
+    columns = [[None if t not in counts[name] else estimators[e](*counts[name][t], k)
+                for t in tasks] for name, k, e in keys]
+    cis = dict(zip(keys, bootstrap_ci_columns(columns, n_resamples=n_resamples, seed=seed)))
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for name in counts:
+        tables[name] = []
+        for k in ks:
+            row: dict[str, Any] = {"k": k}
+            for e, metric in enumerate(("pass_at_k", "pass_hat_k")):
+                ci = cis[(name, k, e)]
+                row[metric] = dict(_missing(f"no task has {k} valid runs") if ci is None else
+                                   {"estimate": ci.estimate, "ci_low": ci.low,
+                                    "ci_high": ci.high, "n_tasks": ci.n_tasks, "reason": None},
+                                   k=k)
+            tables[name].append(row)
+    return tables

@@ -7,24 +7,47 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from evalq.errors import UserError
-from evalq.fileio import read_text
+
+
+def _refuse_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | UserError]]:
+    """(line number, object or the error for that line), read line by line so a 100,000-row
+    file is never held whole; a caller collecting every bad row keeps going past an error."""
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise UserError(f"cannot read it: {exc.strerror}", file=path,
+                        fix="give the path of an existing JSON Lines file") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line, parse_constant=_refuse_constant)
+            except json.JSONDecodeError as exc:
+                yield number, UserError(f"line {number} is not JSON ({exc.msg})", file=path,
+                                        fix="write one JSON object per line")
+                continue
+            except UnicodeDecodeError:
+                yield number, UserError(f"line {number} is not UTF-8", file=path,
+                                        fix="write the file as UTF-8")
+                continue
+            if not isinstance(row, dict):
+                yield number, UserError(f"line {number} is not a JSON object", file=path,
+                                        fix="write one JSON object per line")
+                continue
+            yield number, row
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line; anything but a JSON object is refused."""
-    path = Path(path)
-    text = read_text(path, "give the path of an existing JSON Lines file")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"line {number} is not JSON ({exc.msg})", file=path,
-                            fix="write one JSON object per line") from None
-        if not isinstance(row, dict):
-            raise UserError(f"line {number} is not a JSON object", file=path,
-                            fix="write one JSON object per line")
+    """(line number, object) for every non-blank line; the first bad line is raised."""
+    for number, row in iter_jsonl(path):
+        if isinstance(row, UserError):
+            raise row
         yield number, row
 
 

@@ -52,6 +52,15 @@ def _toolchains(runs: list[Run]):
             return [{i: d} for i, d in pairs]
         by_image[image] = digest
     return dict(sorted(by_image.items()))
+def settings_of(study: StudyRow, condition: str, runs: list[Run]) -> Optional[dict[str, Any]]:
+    """The settings a side's settings_digest is taken over (None: an imported side whose runs
+    recorded more than one env block)."""
+    if (study.lock or {}).get("source") == IMPORTED:
+        envs = _imported_env(runs)
+        if len(envs) != 1:
+            return None
+        return {k: v for k, v in envs[0].items() if k not in ("repo_sha", "model_id")}
+    return {k: v for k, v in _condition(study, condition).items() if k not in ("name", "commit")}
 
 
 def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str, Any]:
@@ -66,8 +75,7 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
             "commit": shas[0] if len(shas) == 1 else shas or None,
             "suite_id": lock.get("suite_id"),
             "suite_digest": lock.get("suite_digest"),
-            "settings_digest": None if env is None else data_digest(
-                {k: v for k, v in env.items() if k not in ("repo_sha", "model_id")}),
+            "settings_digest": _digest(settings_of(study, condition, runs)),
             "model_id": None if env is None else env.get("model_id"),
             "grader_version": None if env is None else env.get("kit_version"),
             "toolchains": None,
@@ -77,7 +85,6 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
             "environments_seen": len(envs),
         }
     environment = study.manifest.get("environment", {}) or {}
-    settings = {k: v for k, v in cond.items() if k not in ("name", "commit")}
     graders = _distinct((a.grade or {}).get("grader_version") for r in runs
                         for a in r.view.attempts if a.grade)
     envs = _distinct({k: (a.worker_env or {}).get(k) for k in ENV_KEYS}
@@ -87,13 +94,17 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
         "suite_id": lock.get("suite_id") or study.manifest.get("suite") or
         ",".join(sorted((lock.get("fixtures") or {}).keys())) or None,
         "suite_digest": lock.get("suite_digest"),
-        "settings_digest": data_digest(settings),
+        "settings_digest": _digest(settings_of(study, condition, runs)),
         "model_id": cond.get("model") or environment.get("model_id"),
         "grader_version": graders[0] if len(graders) == 1 else (graders or None),
         "toolchains": _toolchains(runs),
         "runner_environment": envs[0] if len(envs) == 1 else (envs or None),
         "environments_seen": len(envs),
     }
+
+
+def _digest(settings: Optional[dict[str, Any]]) -> Optional[str]:
+    return None if settings is None else data_digest(settings)
 
 
 def incompatible_fields(baseline: dict[str, Any], candidate: dict[str, Any],

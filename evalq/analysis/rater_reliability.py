@@ -1,8 +1,10 @@
 """Inter-rater reliability per binary outcome and per condition (SPEC A7; seed 003 §4.3, §7.3).
 
-Two raters who scored every run: Cohen's kappa. Anything else (rotating raters from a pool):
-Fleiss' kappa over runs with the most common number of ratings. Raw agreement and the
-positive rate are always reported beside kappa, which is unstable for rare classes.
+Two raters who scored every run: Cohen's kappa. Anything else (rotating raters from a pool, any
+number of ratings per run): Fleiss' kappa in its generalisation to unequal numbers of ratings.
+Krippendorff's alpha (nominal), which takes missing ratings in its stride, is reported beside
+either as the missing-data check; so are raw agreement and the positive rate, since kappa is
+unstable for rare classes.
 """
 
 from __future__ import annotations
@@ -26,25 +28,28 @@ def _items(runs: list[Run], outcome: str) -> list[dict[str, Optional[bool]]]:
 
 
 def agreement(items: list[dict[str, Optional[bool]]]) -> dict[str, Any]:
-    """{agreement, kappa, kind, positive_rate, n_items, raters} for one outcome over some runs."""
+    """{agreement, kappa, kind, alpha, positive_rate, n_items, ratings_per_item, raters} for one
+    outcome over some runs (kind: cohen or fleiss; alpha: Krippendorff, nominal)."""
     if not items:
-        return {"agreement": None, "kappa": None, "kind": None, "positive_rate": None,
-                "n_items": 0, "raters": []}
+        return {"agreement": None, "kappa": None, "kind": None, "alpha": None,
+                "positive_rate": None, "n_items": 0, "ratings_per_item": {}, "raters": []}
     raters = sorted({r for item in items for r in item})
     rows = [list(item.values()) for item in items]
     all_labels = [v for row in rows for v in row]
     fixed_two = len(raters) == 2 and all(len(item) == 2 for item in items)
+    counts, _ = stats.category_counts(rows, categories=[False, True])
     if fixed_two:
         a, b = raters
         kappa = stats.cohen_kappa([i[a] for i in items], [i[b] for i in items])
         kind = "cohen"
     else:
-        per_item = Counter(len(item) for item in items).most_common(1)[0][0]
-        counts, _ = stats.category_counts(rows, categories=[False, True])
-        kappa = stats.fleiss_kappa(counts, raters_per_item=per_item)
+        kappa = stats.fleiss_kappa(counts)
         kind = "fleiss"
+    per_item = Counter(len(item) for item in items)
     return {"agreement": stats.raw_agreement(rows), "kappa": kappa, "kind": kind,
+            "alpha": stats.krippendorff_alpha_nominal(counts),
             "positive_rate": stats.positive_rate(all_labels), "n_items": len(items),
+            "ratings_per_item": {str(n): per_item[n] for n in sorted(per_item)},
             "raters": raters}
 
 

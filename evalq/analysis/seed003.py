@@ -3,30 +3,40 @@
 Storage (no extra table): a StudyRow whose lock has ``source = "seed-003"`` and the input
 digests; one TrialRow per (task, condition, run) and one finished AttemptRow each, whose
 ``grade`` holds ``{"source", "scores", "row", "ratings", "adjudications"}`` and whose
-``worker_env`` is the row's env block. ``passed`` maps to outcome correct/incorrect, so
-the ordinary report, export and compare read imported studies like native ones.
+``worker_env`` is the row's env block. ``passed`` maps to outcome correct/incorrect; a null
+``passed`` (an unresolved criterion) is a grading_failure whose scores stay null, so the
+ordinary report, export and compare read imported studies like native ones.
+
+Rows are read, validated and written in one streaming pass inside one transaction
+(evalq.analysis.import_write): every bad row is reported with its line number, and then
+nothing is kept.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from evalq.digest import data_digest
 from evalq.errors import UserError
-from evalq.results.store import StudyRow, TrialRow, init_db, record_attempt, save_study
-from evalq.analysis.jsonl import read_jsonl, require
+from evalq.results.store import StudyRow, TrialRow, init_db
+from evalq.analysis.import_write import ImportTransaction
+from evalq.analysis.jsonl import iter_jsonl
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
+from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated, check_result,
+                                          load_adjudications, load_ratings, run_key,
+                                          unmatched, without_lines)
 
-REQUIRED = ("task_id", "condition", "run_id", "run_order", "env", "artifact_path",
-            "blinded_artifact_path", *RATER_FIELDS, "cycle_time_seconds", "adjudicated",
-            "rater_ids", "notes")
 SEED003_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
                       ("H4", "cpr", False), ("H5", "nrr", False))
-Key = tuple[str, str, int]
+#: The default baseline of seed 003 (its control arm) when the results hold it.
+DEFAULT_BASELINE = "single_prompt"
+STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as a native manifest's id
 
 
 @dataclass
@@ -38,116 +48,116 @@ class ImportSummary:
     ratings: int
     adjudications: int
     lock_digest: str
-
-
-def _key(row: dict, path: Path, number: int) -> Key:
-    return (require(row, "task_id", (str,), path, number),
-            require(row, "condition", (str,), path, number),
-            require(row, "run_id", (int,), path, number))
-
-
-def load_results(path: Path) -> dict[Key, dict[str, Any]]:
-    rows: dict[Key, dict[str, Any]] = {}
-    for number, row in read_jsonl(path):
-        key = _key(row, path, number)
-        for field in REQUIRED:
-            if field not in row:
-                raise UserError(f"line {number} has no '{field}'", file=path, field=field,
-                                fix=f"add \"{field}\" to every row (seed 003 result schema)")
-        for field in RATER_FIELDS:
-            require(row, field, (bool,), path, number)
-        for field in VALIDATION_FIELDS:
-            if field in row:
-                require(row, field, (bool,), path, number, nullable=True)
-        require(row, "run_order", (int,), path, number)
-        require(row, "env", (dict,), path, number)
-        require(row, "adjudicated", (bool,), path, number)
-        require(row, "rater_ids", (list,), path, number)
-        require(row, "cycle_time_seconds", (int, float), path, number, nullable=True)
-        if key in rows:
-            raise UserError(f"line {number} repeats task {key[0]}, condition {key[1]}, run "
-                            f"{key[2]}", file=path, field="run_id",
-                            fix="give every (task_id, condition, run_id) one row")
-        rows[key] = row
-    if not rows:
-        raise UserError("no result rows", file=path, fix="give a non-empty results.jsonl")
-    return rows
-
-
-def load_ratings(path: Path, results: dict[Key, dict]) -> dict[Key, list[dict]]:
-    ratings: dict[Key, list[dict]] = {}
-    for number, row in read_jsonl(path):
-        key = _key(row, path, number)
-        if key not in results:
-            raise UserError(f"line {number} rates a run not in the results ({key[0]}, {key[1]}, "
-                            f"run {key[2]})", file=path, field="run_id",
-                            fix="rate only runs that results.jsonl holds")
-        rater = require(row, "rater_id", (str, int), path, number)
-        if any(str(r["rater_id"]) == str(rater) for r in ratings.get(key, [])):
-            raise UserError(f"line {number}: rater {rater} scored this run twice", file=path,
-                            field="rater_id", fix="keep one row per (run, rater)")
-        entry = {"rater_id": str(rater)}
-        for field in RATER_FIELDS:
-            entry[field] = require(row, field, (bool,), path, number, nullable=True)
-        ratings.setdefault(key, []).append(entry)
-    return ratings
-
-
-def load_adjudications(path: Path, results: dict[Key, dict]) -> dict[Key, list[dict]]:
-    """Rows of {task_id, condition, run_id, [adjudicator_id], <rater field>: bool, ...}.
-
-    The adjudicated value is the final score, so it must equal the value in results.jsonl.
-    """
-    out: dict[Key, list[dict]] = {}
-    for number, row in read_jsonl(path):
-        key = _key(row, path, number)
-        if key not in results:
-            raise UserError(f"line {number} adjudicates a run not in the results", file=path,
-                            field="run_id", fix="adjudicate only runs that results.jsonl holds")
-        fields = {f: row[f] for f in RATER_FIELDS if f in row}
-        if not fields:
-            raise UserError(f"line {number} adjudicates no outcome", file=path,
-                            field="passed", fix=f"give one of {', '.join(RATER_FIELDS)}")
-        for field, value in fields.items():
-            require(row, field, (bool,), path, number)
-            if results[key][field] != value:
-                raise UserError(f"line {number}: adjudicated {field}={value} but results.jsonl "
-                                f"says {results[key][field]}", file=path, field=field,
-                                fix="rebuild results.jsonl from the adjudications")
-        out.setdefault(key, []).append(dict(fields, adjudicator_id=row.get("adjudicator_id")))
-    return out
+    unchanged: bool = False  # the same inputs were imported before: nothing was written
 
 
 def _file_digest(path: Optional[Path]) -> Optional[str]:
-    return None if path is None else "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    if path is None:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise UserError(f"cannot read it: {exc.strerror}", file=path,
+                        fix="give the path of an existing JSON Lines file") from None
+    return "sha256:" + digest.hexdigest()
 
 
-def _labels(results: dict[Key, dict]) -> dict[str, dict]:
-    labels: dict[str, dict] = {}
-    for (task, _, _), row in results.items():
-        split = row.get("split") or {"unseen": "held-out"}.get(row.get("kind"), row.get("kind"))
-        labels.setdefault(task, {"track": row.get("track"), "split": split,
-                                 "suitable": row.get("suitable", True)})
-    return labels
+def _label(row: dict) -> dict:
+    split = row.get("split") or {"unseen": "held-out"}.get(row.get("kind"), row.get("kind"))
+    return {"track": row.get("track"), "split": split, "suitable": row.get("suitable", True)}
+
+
+def default_baseline(conditions: list[str], candidate: Optional[str] = None) -> str:
+    """single_prompt when the results hold it, else the first condition (sorted) that is not
+    the candidate."""
+    if DEFAULT_BASELINE in conditions and candidate != DEFAULT_BASELINE:
+        return DEFAULT_BASELINE
+    return next(c for c in conditions if c != candidate)
 
 
 def _hypotheses(conditions: list[str], baseline: Optional[str], candidate: Optional[str],
                 path: Path) -> list[dict]:
-    if baseline is None and candidate is None:
-        if len(conditions) != 2:
-            if len(conditions) < 2:
-                return []
-            raise UserError(f"{len(conditions)} conditions; which pair is compared?", file=path,
-                            field="condition", fix="pass --baseline NAME --candidate NAME")
-        baseline = "single_prompt" if "single_prompt" in conditions else conditions[0]
-        candidate = next(c for c in conditions if c != baseline)
+    """Seed 003's H1-H5 for every candidate against the baseline (all others by default);
+    the primary ones of every pair form one Holm family in the report."""
+    if len(conditions) < 2:
+        return []
     for flag, name in (("--baseline", baseline), ("--candidate", candidate)):
-        if name not in conditions:
+        if name is not None and name not in conditions:
             raise UserError(f"'{name}' is not a condition in the results", file=path,
                             field=flag, fix=f"use one of {', '.join(conditions)}")
-    return [{"id": hid, "metric": metric, "baseline": baseline, "candidate": candidate,
-             "primary": primary, "direction": "two-sided"}
-            for hid, metric, primary in SEED003_HYPOTHESES]
+    if baseline is None:
+        baseline = default_baseline(conditions, candidate)
+    if candidate == baseline:
+        raise UserError(f"'{baseline}' is both baseline and candidate", file=path,
+                        field="--candidate", fix="name two different conditions")
+    candidates = [candidate] if candidate else [c for c in conditions if c != baseline]
+    return [{"id": hid if len(candidates) == 1 else f"{hid}:{cand}", "metric": metric,
+             "baseline": baseline, "candidate": cand, "primary": primary,
+             "direction": "two-sided"}
+            for cand in candidates for hid, metric, primary in SEED003_HYPOTHESES]
+
+
+def stored_rows(study_id: str, key: Key, row: dict, ratings: list[dict],
+                adjudications: list[dict], now: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The trial row and its one finished attempt row for a validated result row."""
+    task, cond, run = key
+    trial_id = f"{study_id}/{task}/{cond}/{run}"
+    passed = row["passed"]
+    outcome = {True: "correct", False: "incorrect", None: "grading_failure"}[passed]
+    reason = ("imported seed-003 result" if passed is not None else
+              "imported seed-003 result: passed is null (unresolved criterion)")
+    trial = {"id": trial_id, "study_id": study_id, "fixture_id": task,
+             "fixture_digest": "imported", "fixture_ref": "", "condition": cond,
+             "repetition": run, "block": run, "order_index": row["run_order"]}
+    attempt = {"trial_id": trial_id, "study_id": study_id, "attempt": 1, "state": "done",
+               "outcome": outcome, "reason": reason, "claims": 0, "regrades": 0,
+               "worker_env": row["env"], "finished_at": now,
+               "metrics": {"duration_seconds": row.get("cycle_time_seconds")},
+               "grade": {"source": IMPORTED,
+                         "scores": {f: row.get(f) for f in (*RATER_FIELDS, *VALIDATION_FIELDS)},
+                         "row": row, "ratings": ratings, "adjudications": adjudications}}
+    return trial, attempt
+
+
+def _options_body(study_id: str, mode: str, suite_id: Optional[str], digests: dict,
+                  baseline: Optional[str], candidate: Optional[str]) -> dict[str, Any]:
+    return {"source": IMPORTED, "study_id": study_id, **digests, "suite_id": suite_id,
+            "mode": mode, "compare": {"baseline": baseline, "candidate": candidate}}
+
+
+def _already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
+    """The existing study when these exact inputs were imported before (a no-op); a study of
+    that id with anything else is refused."""
+    from sqlmodel import Session
+
+    with Session(engine) as session:
+        existing = session.get(StudyRow, study_id)
+    if existing is None:
+        return None
+    lock = existing.lock or {}
+    if all(lock.get(k) == v for k, v in body.items()):
+        return existing
+    raise UserError(f"study '{study_id}' already exists with different inputs "
+                    f"({existing.lock_digest[:19]}…)", field="--study",
+                    fix="give the changed study a new id; imported studies are immutable")
+
+
+def _summary_of(engine, study: StudyRow) -> "ImportSummary":
+    from sqlalchemy import func, select
+
+    with engine.connect() as conn:
+        runs = conn.execute(select(func.count()).select_from(TrialRow.__table__).where(
+            TrialRow.__table__.c.study_id == study.id)).scalar_one()
+    lock = study.lock
+    return ImportSummary(study_id=study.id, runs=int(runs),
+                         tasks=len(study.manifest["fixtures"]),
+                         conditions=[c["name"] for c in study.manifest["conditions"]],
+                         ratings=lock.get("ratings", 0),
+                         adjudications=lock.get("adjudication_rows", 0),
+                         lock_digest=study.lock_digest, unchanged=True)
 
 
 def import_results(database_url: str, results_path: str | Path, study_id: str, *,
@@ -155,52 +165,75 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                    adjudications_path: str | Path | None = None, mode: str = "controlled",
                    baseline: Optional[str] = None, candidate: Optional[str] = None,
                    suite_id: Optional[str] = None) -> ImportSummary:
-    """Create (or re-confirm, when identical) an imported study; a changed input is refused."""
+    """Create an imported study in one transaction. Re-importing the same files with the same
+    options is a no-op; a study of that id with other inputs is refused."""
+    if not STUDY_ID.fullmatch(study_id):
+        raise UserError(f"study id {study_id!r} is not a plain name", field="--study",
+                        fix="use letters, digits, '.', '_' and '-', starting with a letter or digit")
     results_path = Path(results_path)
     raters = Path(raters_path) if raters_path else None
     adjud = Path(adjudications_path) if adjudications_path else None
-    results = load_results(results_path)
-    ratings = load_ratings(raters, results) if raters else {}
-    adjudications = load_adjudications(adjud, results) if adjud else {}
-    conditions = sorted({k[1] for k in results})
-    tasks = sorted({k[0] for k in results})
-    cells: dict[tuple[str, str], int] = {}
-    for task, cond, _ in results:
-        cells[(task, cond)] = cells.get((task, cond), 0) + 1
-    manifest = {"id": study_id, "fixtures": tasks,
-                "conditions": [{"name": c, "agent": "imported"} for c in conditions],
-                "repetitions": max(cells.values()), "seed": 0, "mode": mode,
-                "hypotheses": _hypotheses(conditions, baseline, candidate, results_path),
-                "primary_metrics": ["tpr", "rp_at_k", "rfr"],
-                "description": f"imported from {results_path.name} (seed 003 results)"}
-    body = {"source": IMPORTED, "study_id": study_id,
-            "results_digest": _file_digest(results_path), "raters_digest": _file_digest(raters),
-            "adjudications_digest": _file_digest(adjud), "suite_id": suite_id,
-            "suite_digest": data_digest(tasks), "task_labels": _labels(results), "mode": mode}
-    lock = dict(body, lock_digest=data_digest(body))
+    digests = {"results_digest": _file_digest(results_path), "raters_digest": _file_digest(raters),
+               "adjudications_digest": _file_digest(adjud)}
+    body = _options_body(study_id, mode, suite_id, digests, baseline, candidate)
     engine = init_db(database_url)
-    study = StudyRow(id=study_id, manifest=manifest, manifest_path=None, lock=lock,
-                     lock_digest=lock["lock_digest"], mode=mode)
-    ordered = sorted(results.items(), key=lambda kv: (kv[1]["run_order"], kv[0]))
-    trials = [TrialRow(id=f"{study_id}/{t}/{c}/{r}", study_id=study_id, fixture_id=t,
-                       fixture_digest="imported", fixture_ref="", condition=c, repetition=r,
-                       block=r, order_index=row["run_order"])
-              for (t, c, r), row in ordered]
-    save_study(engine, study, trials)
+    existing = _already_imported(engine, study_id, body)
+    if existing is not None:
+        return _summary_of(engine, existing)
+    problems = Problems()
+    ratings = load_ratings(raters, problems) if raters else {}
+    adjudications = load_adjudications(adjud, problems) if adjud else {}
+    seen: set[Key] = set()
+    named: set[Key] = set()
+    cells: Counter = Counter()
+    labels: dict[str, dict] = {}
     now = time.time()
-    for (t, c, r), row in ordered:
-        scores = {f: row.get(f) for f in (*RATER_FIELDS, *VALIDATION_FIELDS)}
-        record_attempt(engine, {
-            "trial_id": f"{study_id}/{t}/{c}/{r}", "attempt": 1, "study_id": study_id,
-            "outcome": "correct" if row["passed"] else "incorrect",
-            "reason": "imported seed-003 result", "worker_env": row["env"],
-            "finished_at": now,
-            "metrics": {"duration_seconds": row.get("cycle_time_seconds")},
-            "grade": {"source": IMPORTED, "scores": scores, "row": row,
-                      "ratings": ratings.get((t, c, r), []),
-                      "adjudications": adjudications.get((t, c, r), [])}})
-    return ImportSummary(study_id=study_id, runs=len(results), tasks=len(tasks),
-                         conditions=conditions, ratings=sum(len(v) for v in ratings.values()),
-                         adjudications=sum(len(v) for v in adjudications.values()),
+    with ImportTransaction(engine, study_id, mode) as tx:
+        for number, row in iter_jsonl(results_path):
+            try:
+                if isinstance(row, UserError):
+                    raise row
+                key = run_key(row, results_path, number)
+                named.add(key)  # a bad row's ratings are not also "of a run not in the results"
+                check_result(row, results_path, number)
+                if key in seen:
+                    raise UserError(f"line {number} repeats task {key[0]}, condition {key[1]}, "
+                                    f"run {key[2]}", file=results_path, field="run_id",
+                                    fix="give every (task_id, condition, run_id) one row")
+                if key in adjudications:
+                    check_adjudicated(adjudications[key], row, adjud)
+            except UserError as exc:
+                problems.add(exc)
+                continue
+            seen.add(key)
+            cells[key[0], key[1]] += 1
+            labels.setdefault(key[0], _label(row))
+            if not problems.count:  # after a bad row only validate: all of it is rolled back
+                tx.add(*stored_rows(study_id, key, row, without_lines(ratings.get(key, [])),
+                                    without_lines(adjudications.get(key, [])), now))
+        if raters:
+            unmatched(ratings, named, raters, "rates", problems)
+        if adjud:
+            unmatched(adjudications, named, adjud, "adjudicates", problems)
+        if not seen and not problems.count:
+            problems.add(UserError("no result rows", file=results_path,
+                                   fix="give a non-empty results.jsonl"))
+        problems.check()
+        conditions = sorted({c for _, c in cells})
+        tasks = sorted(labels)
+        manifest = {"id": study_id, "fixtures": tasks,
+                    "conditions": [{"name": c, "agent": "imported"} for c in conditions],
+                    "repetitions": max(cells.values()), "seed": 0, "mode": mode,
+                    "hypotheses": _hypotheses(conditions, baseline, candidate, results_path),
+                    "primary_metrics": ["tpr", "rp_at_k", "rfr"],
+                    "description": f"imported from {results_path.name} (seed 003 results)"}
+        n_ratings = sum(len(v) for v in ratings.values())
+        n_adjud = sum(len(v) for v in adjudications.values())
+        lock_body = dict(body, suite_digest=data_digest(tasks), task_labels=labels,
+                         ratings=n_ratings, adjudication_rows=n_adjud)
+        lock = dict(lock_body, lock_digest=data_digest(lock_body))
+        tx.finish(manifest, lock)
+    return ImportSummary(study_id=study_id, runs=len(seen), tasks=len(tasks),
+                         conditions=conditions, ratings=n_ratings, adjudications=n_adjud,
                          lock_digest=lock["lock_digest"])
 

@@ -11,7 +11,8 @@ from evalq.errors import UserError
 from evalq.stats.bootstrap import DEFAULT_RESAMPLES
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.condition_metrics import condition_metrics
-from evalq.analysis.pinned import describe, incompatible_fields, pinned_inputs
+from evalq.analysis.pinned import describe, incompatible_fields, pinned_inputs, settings_of
+from evalq.analysis.settings_diff import describe_differences, differing_settings
 from evalq.analysis.runs import condition_names, study_runs
 
 COMMIT_COMPARISON = "commit-comparison"
@@ -41,8 +42,15 @@ def compare_studies(engine, baseline: str, candidate: str, *,
     c_pin = pinned_inputs(c_study, c_cond, c_runs)
     fields = incompatible_fields(b_pin, c_pin)
     if fields:
-        detail = "; ".join(f"{f}: {describe(b_pin.get(f))} vs {describe(c_pin.get(f))}"
-                           for f in fields)
+        parts = []
+        for f in fields:
+            part = f"{f}: {describe(b_pin.get(f))} vs {describe(c_pin.get(f))}"
+            if f == "settings_digest":
+                rows = differing_settings(settings_of(b_study, b_cond, b_runs),
+                                          settings_of(c_study, c_cond, c_runs))
+                part += f" (differing settings: {describe_differences(rows) or 'unavailable'})"
+            parts.append(part)
+        detail = "; ".join(parts)
         raise UserError(f"not a comparison: pinned inputs differ ({detail})", field=fields[0],
                         fix="re-run both sides with the same pinned inputs")
     k = min(int(b_study.manifest.get("repetitions") or 1),

@@ -28,7 +28,7 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
 
     Refuses, naming the differing field, when their pinned inputs differ.
     """
-    from evalq.analysis.condition_metrics import LABELS
+    from evalq.analysis.condition_metrics import label
     from evalq.analysis.studies import compare_studies
     from evalq.report import fmt
     from evalq.fileio import write_text_atomic
@@ -40,7 +40,8 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for metric, m in comp["metrics"].items():
-        line = (f"  {LABELS[metric]:8} delta {fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
+        line = (f"  {label(metric, m.get('k')):8} delta "
+                f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
                 f"  95% CI {fmt.interval(m['ci_low'], m['ci_high'], True)}")
         if result["tests"]:
             line += f"  p {fmt.number(m['p_value'], 4)}"
@@ -59,19 +60,32 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
               help="adjudications.jsonl: the third rater's final values.")
 @click.option("--mode", type=click.Choice(["controlled", "workflow-lift", "commit-comparison"]),
               default="controlled", show_default=True)
-@click.option("--baseline", default=None, help="Baseline condition (default single_prompt).")
-@click.option("--candidate", default=None, help="Candidate condition.")
+@click.option("--baseline", default=None,
+              help="Baseline condition (default: single_prompt if the results hold it, else the "
+                   "first condition in sorted order).")
+@click.option("--candidate", default=None,
+              help="Candidate condition (default: every other condition, each compared with "
+                   "the baseline; Holm over all their primary hypotheses).")
 @click.option("--suite-id", default=None, help="Task-suite identifier to record.")
 def import_(results: str, study_id: str, raters: str | None, adjudications: str | None,
             mode: str, baseline: str | None, candidate: str | None,
             suite_id: str | None) -> None:
-    """Import a seed-003 results.jsonl as a study in the results database."""
+    """Import a seed-003 results.jsonl as a study in the results database.
+
+    One transaction: a bad row (each is named with its line) leaves the database unchanged.
+    Importing the same files with the same options again is a no-op; other inputs under an
+    existing study id are refused.
+    """
     from evalq.analysis.seed003 import import_results
 
     _, settings = engine_and_settings()
     summary = import_results(settings.database_url, results, study_id, raters_path=raters,
                              adjudications_path=adjudications, mode=mode, baseline=baseline,
                              candidate=candidate, suite_id=suite_id)
+    if summary.unchanged:
+        click.echo(f"study {summary.study_id}: already imported from these files; unchanged "
+                   f"({summary.runs} runs)")
+        return
     click.echo(f"study {summary.study_id}: imported {summary.runs} runs of {summary.tasks} "
                f"tasks ({', '.join(summary.conditions)}), {summary.ratings} ratings, "
                f"{summary.adjudications} adjudications; report with "
@@ -80,9 +94,13 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 
 @click.command()
 @click.argument("study", type=STUDY)
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-def blind(study: str, out: str) -> None:
-    """Write blinded rater packets (condition labels stripped) and, apart, their key."""
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="The folder that goes to raters: packets/, RUBRIC.md, raters.template.jsonl.")
+@click.option("--key", "key_path", type=click.Path(dir_okay=False), default=None,
+              help="Where the unblinding key goes (default: OUT.key.jsonl beside OUT; never "
+                   "inside OUT).")
+def blind(study: str, out: str, key_path: str | None) -> None:
+    """Write blinded rater packets (condition labels stripped), a rubric, and apart, their key."""
     from evalq.analysis.blind import write_packets
     from evalq.analysis.runs import study_runs
     from evalq.artifacts import open_store
@@ -94,8 +112,9 @@ def blind(study: str, out: str) -> None:
         return store.get(ref) if store.exists(ref) else None
 
     row, runs = study_runs(engine, study_id_of(study))
-    result = write_packets(row, runs, Path(out), fetch)
+    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None)
     click.echo(f"{result['packets']} packets: {result['packets_dir']}")
+    click.echo(f"rubric (fill in the decision rules before scoring): {result['rubric']}")
     click.echo(f"key (keep it from the raters): {result['key']}")
 
 

@@ -9,7 +9,7 @@ from typing import Iterator
 
 import click
 
-from evalq.errors import EvalqError, UserError
+from evalq.errors import EvalqError, UserError, UserErrors
 
 #: set to see the traceback of an unexpected error instead of its one line
 TRACEBACK_ENV = "EVALQ_TRACEBACK"
@@ -17,11 +17,12 @@ TRACEBACK_ENV = "EVALQ_TRACEBACK"
 
 @contextmanager
 def shown_as_one_line() -> Iterator[None]:
-    """A user's mistake exits 2, any other failure exits 1; each prints one line."""
+    """A user's mistake exits 2, any other failure exits 1; one line per error."""
     try:
         yield
     except UserError as exc:
-        click.echo(f"evalq: error: {exc.one_line()}", err=True)
+        for line in exc.lines() if isinstance(exc, UserErrors) else [exc.one_line()]:
+            click.echo(f"evalq: error: {line}", err=True)
         sys.exit(2)
     except EvalqError as exc:
         click.echo(f"evalq: error: {exc}", err=True)

@@ -43,15 +43,14 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
     if not settings.embedded or not keys:
         return
     from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.cli.run_cmd import _progress, write_study_report
+    from evalq.cli.run_cmd import _progress, echo_reports, write_study_report
 
     workers = LocalWorkers.start(settings)
     try:
         wait_for_study(_attempt_progress(engine, study_id, keys), _progress, workers=workers)
     finally:
         workers.stop()
-    paths = write_study_report(engine, settings, study_id)
-    click.echo(f"report: {paths['json']}")
+    echo_reports(write_study_report(engine, settings, study_id))  # every format, not only JSON
 
 
 @click.command()

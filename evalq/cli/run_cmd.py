@@ -40,9 +40,17 @@ def _finished_counter(engine, study_id):
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
-                       formats=("json", "md", "html")) -> dict[str, Path]:
+                       formats: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """Every report format (or those asked for) from one computed report."""
+    from evalq.report.write import FORMATS
+
     report = compute_report(engine, study_id)
-    return write_reports(report, out or report_dir(settings, study_id), formats)
+    return write_reports(report, out or report_dir(settings, study_id), formats or FORMATS)
+
+
+def echo_reports(paths: dict[str, Path]) -> None:
+    for path in paths.values():
+        click.echo(f"report: {path}")
 
 
 @click.command()
@@ -101,9 +109,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
     paths = write_reports(report, report_dir(settings, study.id))
     for line in run_summary(report, common_reasons(engine, study.id)):
         click.echo(line, err=True)
-    click.echo(f"report: {paths['json']}")
-    click.echo(f"report: {paths['md']}")
-    click.echo(f"report: {paths['html']}")
+    echo_reports(paths)
     failed = failed_trials(report)
     if failed:  # the exit code tells the truth: evalq itself failed these trials
         click.echo(f"evalq: {failed} trial(s) of study {study.id} ended in an infrastructure or "

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
-from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, task_values
+from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, pass_k_tables, task_values
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
@@ -89,11 +89,13 @@ def _group_report(study, runs: list[Run], names: list[str], *, tests: bool, seed
                   n_resamples: int) -> dict[str, Any]:
     k = _k(study)
     conditions = {}
-    for name in names:
-        mine = [r for r in runs if r.condition == name]
+    by_condition = {name: [r for r in runs if r.condition == name] for name in names}
+    pass_k = pass_k_tables(by_condition, k, seed=seed, n_resamples=n_resamples)
+    for name, mine in by_condition.items():
         conditions[name] = {
             "outcomes": _outcome_counts(r.outcome for r in mine),
             "metrics": condition_metrics(mine, k, seed=seed, n_resamples=n_resamples),
+            "pass_k": pass_k[name],
         }
     comparisons = compare_pairs(_pairs(study, runs, names), k, tests=tests, seed=seed,
                                 n_resamples=n_resamples)
@@ -228,6 +230,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         summary = condition_summary([r.view for r in mine])
         if pooled:
             summary["metrics"] = next(iter(groups.values()))["conditions"][name]["metrics"]
+            summary["pass_k"] = next(iter(groups.values()))["conditions"][name]["pass_k"]
         else:
             summary["metrics"] = {m: {"estimate": None, "ci_low": None, "ci_high": None,
                                       "n_tasks": 0, "k": k,
@@ -235,6 +238,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
                                                 "aggregated across tracks"}
                                   for m in next(iter(groups.values()))["conditions"][name]
                                   ["metrics"]}
+            summary["pass_k"] = []  # per track only, like every metric
         cond_def = next((c for c in study.manifest.get("conditions", [])
                          if c.get("name") == name), {})
         summary["tokens"] = condition_tokens(mine)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalq.analysis.condition_metrics import LABELS, METRICS
+from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
@@ -63,6 +63,18 @@ def _metrics_table(conditions: dict[str, Any]) -> list[str]:
         cells = [fmt.estimate(conditions[n]["metrics"][metric]) for n in names]
         k = conditions[names[0]]["metrics"][metric].get("k") if names else None
         lines.append(f"| {LABELS[metric]} | {k} | " + " | ".join(cells) + " |")
+    return lines + [""] + _pass_k_table(conditions)
+
+
+def _pass_k_table(conditions: dict[str, Any]) -> list[str]:
+    """pass@k and pass^k for every k = 1 … n, one row per (k, condition)."""
+    lines = ["pass@k (at least one of k runs passes) and pass^k (all k pass), unbiased "
+             "estimators over each task's runs:", "",
+             "| k | condition | pass@k | pass^k | tasks |", "|---|---|---|---|---|"]
+    for name, block in conditions.items():
+        for row in block.get("pass_k") or []:
+            lines.append(f"| {row['k']} | {name} | {fmt.estimate(row['pass_at_k'])} | "
+                         f"{fmt.estimate(row['pass_hat_k'])} | {row['pass_at_k']['n_tasks']} |")
     return lines + [""]
 
 
@@ -101,7 +113,7 @@ def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list
         rule += "---|---|"
     lines += [head, rule]
     for metric, m in comp["metrics"].items():
-        row = (f"| {LABELS[metric]} | {'yes' if m['primary'] else 'no'} | {m['n_tasks']} | "
+        row = (f"| {label(metric, m.get('k'))} | {'yes' if m['primary'] else 'no'} | {m['n_tasks']} | "
                f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])} | "
                f"{fmt.interval(m['ci_low'], m['ci_high'], True)} |")
         if tests:
@@ -111,7 +123,7 @@ def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list
     lines.append("")
     for metric, m in comp["metrics"].items():
         if m["primary"] and m["per_task"]:
-            lines.append(f"Per-task differences in {LABELS[metric]}: " + ", ".join(
+            lines.append(f"Per-task differences in {label(metric, m.get('k'))}: " + ", ".join(
                 f"{t} {fmt.signed(d)}" for t, d in m["per_task"].items()))
             lines.append("")
     pinned = comp["pinned"]
@@ -184,18 +196,24 @@ def _reliability(report: dict[str, Any]) -> list[str]:
     lines.append(f"- low reliability: **{fmt.yes_no(flag)}**"
                  + (f" ({'; '.join(report['reliability_reasons'])})"
                     if report["reliability_reasons"] else ""))
-    lines += ["", "| outcome | primary | kind | raw agreement | kappa | positive rate | runs |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| outcome | primary | kind | raw agreement | kappa | Krippendorff's alpha | "
+              "positive rate | runs | ratings per run |", "|---|---|---|---|---|---|---|---|---|"]
     for outcome, block in report["reliability"].items():
         lines.append(f"| {outcome} | {'yes' if block['primary'] else 'no'} | "
-                     f"{block['kind'] or 'unavailable'} | {fmt.rate(block['agreement'])} | "
-                     f"{fmt.number(block['kappa'])} | {fmt.rate(block['positive_rate'])} | "
-                     f"{block['n_items']} |")
+                     + _agreement_cells(block))
         for cond, sub in block["by_condition"].items():
-            lines.append(f"| {outcome} ({cond}) | | {sub['kind'] or 'unavailable'} | "
-                         f"{fmt.rate(sub['agreement'])} | {fmt.number(sub['kappa'])} | "
-                         f"{fmt.rate(sub['positive_rate'])} | {sub['n_items']} |")
-    return lines + [""]
+            lines.append(f"| {outcome} ({cond}) | | " + _agreement_cells(sub))
+    return lines + ["", "Kappa: Cohen's for two raters who scored every run, else Fleiss' "
+                    "(generalised to any number of ratings per run); Krippendorff's alpha "
+                    "(nominal) is the missing-data check beside it.", ""]
+
+
+def _agreement_cells(block: dict[str, Any]) -> str:
+    per_run = ", ".join(f"{n}: {c}" for n, c in (block.get("ratings_per_item") or {}).items())
+    return (f"{block['kind'] or 'unavailable'} | {fmt.rate(block['agreement'])} | "
+            f"{fmt.number(block['kappa'])} | {fmt.number(block.get('alpha'))} | "
+            f"{fmt.rate(block['positive_rate'])} | {block['n_items']} | "
+            f"{per_run or 'unavailable'} |")
 
 
 def _tracks(report: dict[str, Any]) -> list[str]:

@@ -4,7 +4,14 @@ Every function takes plain lists, mappings or numpy arrays and returns ``None`` 
 0 or nan) when there is nothing to compute on.
 """
 
-from evalq.stats.agreement import category_counts, cohen_kappa, fleiss_kappa, positive_rate, raw_agreement
+from evalq.stats.agreement import (
+    category_counts,
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha_nominal,
+    positive_rate,
+    raw_agreement,
+)
 from evalq.stats.bootstrap import (
     BOOTSTRAP_METHOD,
     BootstrapCI,
@@ -44,7 +51,7 @@ __all__ = [
     "PermutationTest",
     "bootstrap_ci", "bootstrap_distribution", "category_counts", "ci_half_width", "cohen_kappa",
     "compare_paired", "cost_per_success", "fleiss_kappa", "holm_adjust", "holm_reject",
-    "low_reliability", "mean_of_defined", "paired_bootstrap_ci", "paired_differences",
+    "krippendorff_alpha_nominal", "low_reliability", "mean_of_defined", "paired_bootstrap_ci", "paired_differences",
     "paired_permutation_test", "paired_permutation_test_between", "pass_at_k", "pass_at_k_estimate",
     "pass_hat_k", "pass_hat_k_estimate", "positive_rate", "power_warning", "raw_agreement",
     "reliable_pass_at_k", "rp_at_k", "split_cost_accounting", "success_rate", "task_all_passed",

@@ -86,34 +86,69 @@ def category_counts(ratings: Sequence[Sequence[Label | None]],
     return counts, cats
 
 
-def fleiss_kappa(counts: ArrayLike, *, raters_per_item: int | None = None) -> float | None:
-    """Fleiss' kappa for rotating raters from an items x categories count matrix.
-
-    Fleiss' formula needs the same number of ratings n on every item: n is
-    ``raters_per_item`` or, by default, the largest row total; items with fewer ratings
-    are dropped, more is an error. ``None`` with no usable item, n < 2, or chance agreement 1.
-    """
+def _count_matrix(counts: ArrayLike) -> np.ndarray:
     m = np.asarray(counts)
     if m.ndim != 2:
         raise ValueError(f"counts must be a 2-D items x categories matrix, got shape {m.shape}")
     if m.size and (np.any(m < 0) or not np.all(np.equal(np.mod(m, 1), 0))):
         raise ValueError("counts must be non-negative whole numbers of ratings")
-    m = m.astype(float)
-    totals = m.sum(axis=1)
+    return m.astype(float)
+
+
+def fleiss_kappa(counts: ArrayLike, *, raters_per_item: int | None = None) -> float | None:
+    """Fleiss' kappa for rotating raters from an items x categories count matrix.
+
+    By default items may have any number of ratings n_i (Fleiss' generalisation: each item's
+    agreement is its share of agreeing pairs among its n_i(n_i - 1) ordered pairs, category
+    shares pool every rating); items with under two ratings are dropped. With
+    ``raters_per_item`` n, only items with exactly n ratings count and more is an error (the
+    textbook fixed-n form). ``None`` with no usable item or chance agreement 1.
+    """
+    m = _count_matrix(counts)
     if m.shape[0] == 0:
         return None
-    n = float(totals.max()) if raters_per_item is None else float(raters_per_item)
-    if np.any(totals > n):
-        over = int(np.argmax(totals > n))
-        raise ValueError(f"item #{over} has {int(totals[over])} ratings, more than raters_per_item={int(n)}")
-    m = m[totals == n]
-    if m.shape[0] == 0 or n < 2:
+    totals = m.sum(axis=1)
+    if raters_per_item is not None:
+        n = float(raters_per_item)
+        if np.any(totals > n):
+            over = int(np.argmax(totals > n))
+            raise ValueError(f"item #{over} has {int(totals[over])} ratings, more than "
+                             f"raters_per_item={int(n)}")
+        if n < 2:
+            return None
+        keep = totals == n
+    else:
+        keep = totals >= 2
+    m, totals = m[keep], totals[keep]
+    if m.shape[0] == 0:
         return None
-    items = m.shape[0]
-    per_item = (np.sum(m * m, axis=1) - n) / (n * (n - 1.0))
+    per_item = (np.sum(m * m, axis=1) - totals) / (totals * (totals - 1.0))
     p_bar = float(per_item.mean())
-    shares = m.sum(axis=0) / (items * n)
+    shares = m.sum(axis=0) / totals.sum()
     expected = float(np.sum(shares * shares))
     if expected >= 1.0 - _UNDEFINED:
         return None
     return (p_bar - expected) / (1.0 - expected)
+
+
+def krippendorff_alpha_nominal(counts: ArrayLike) -> float | None:
+    """Krippendorff's alpha (nominal) from an items x categories count matrix, any number of
+    ratings per item: the missing-data check seed 003 names beside kappa.
+
+    alpha = 1 - D_o / D_e from the coincidence matrix; items with under two ratings carry no
+    pair and are dropped. ``None`` with no pairable item or a single category (D_e = 0).
+    """
+    m = _count_matrix(counts)
+    totals = m.sum(axis=1)
+    keep = totals >= 2
+    m, totals = m[keep], totals[keep]
+    if m.shape[0] == 0:
+        return None
+    # coincidences between different categories: sum over items of n_uc n_uk / (m_u - 1)
+    disagree = float(np.sum((totals * totals - np.sum(m * m, axis=1)) / (totals - 1.0)))
+    n_c = m.sum(axis=0)
+    n = float(n_c.sum())
+    expected = (n * n - float(np.sum(n_c * n_c))) / (n - 1.0)
+    if expected <= _UNDEFINED:
+        return None
+    return 1.0 - disagree / expected

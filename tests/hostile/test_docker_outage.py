@@ -7,6 +7,7 @@ engine, which other tests use, is never stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -131,8 +132,19 @@ def test_engine_stopped_mid_study_then_regraded(tmp_path, fixture_copies, engine
     failed = {t for t, o, _ in during if o == "grading_failure"}
 
     engine.start()
+    reports = {fmt: home / "reports" / "outage" / f"report.{fmt}" for fmt in ("json", "md", "html")}
+    for path in reports.values():
+        path.unlink()
     proc = run_cli(["regrade", "outage"], env_extra, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+    for path in reports.values():  # every format is rewritten from the regraded rows
+        assert f"report: {path}" in proc.stdout and path.is_file(), proc.stdout
+    regraded = json.loads(reports["json"].read_text())
+    assert sum(c["outcomes"]["grading_failure"] for c in regraded["conditions"].values()) == 0
+    markdown = reports["md"].read_text()
+    for name, cond in regraded["conditions"].items():
+        counts = " | ".join(str(n) for n in cond["outcomes"].values())
+        assert f"| {name} | {counts} |" in markdown  # the Markdown says what the JSON says
     after = _outcomes(db)
     assert len(after) == 12, "regrading updates rows, it never adds any"
     for trial, outcome, regrades in after:

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from evalq.analysis.blind import write_packets
+from evalq.analysis.rubric import DEFINITIONS
 from evalq.analysis.runs import study_runs
 from evalq.analysis.studies import compare_studies
 from evalq.errors import UserError
@@ -121,9 +122,74 @@ def test_blind_packets_hide_condition_labels_and_keep_the_key_apart(tmp_path):
         for secret in ("workflow_guided", "control-arm", "praxo-skill", "workflow.md", "skill.md",
                        ".claude/skills"):
             assert secret not in text
-    key = [json.loads(l) for l in (tmp_path / "out" / "key" / "key.jsonl").read_text().splitlines()]
+    assert result["key"] == tmp_path / "out.key.jsonl"
+    key = [json.loads(l) for l in result["key"].read_text().splitlines()]
     assert {k["condition"] for k in key} == {"workflow_guided", "control-arm"}
-    assert not (tmp_path / "out" / "packets" / "key.jsonl").exists()
+    # Nothing under the folder that goes to raters names a condition; the rubric is there.
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            text = path.read_text().lower()
+            assert "workflow_guided" not in text and "control-arm" not in text, path
+    rubric = (tmp_path / "out" / "RUBRIC.md").read_text()
+    for field, (definition, _) in DEFINITIONS.items():
+        assert f"## `{field}`" in rubric and definition in rubric
+    assert "per RUBRIC.md" in packets[0].read_text()
+    with pytest.raises(UserError, match="inside the packets folder"):
+        write_packets(study, runs, tmp_path / "out", fetch=lambda ref: None,
+                      key=tmp_path / "out" / "packets" / "k.jsonl")
     # shuffled: packet numbers do not follow the planned order by condition
     firsts = [k["condition"] for k in key[:6]]
     assert len(set(firsts)) == 2
+
+
+def test_blind_command_prints_the_key_path_outside_the_packets(tmp_path):
+    url = f"sqlite:///{tmp_path}/k.db"
+    make_study(url, "bk")
+    env = {"EVALQ_DATABASE_URL": url, "EVALQ_HOME": str(tmp_path / "home")}
+    proc = run_cli(["blind", "bk", "--out", str(tmp_path / "to-raters")], env)
+    assert proc.returncode == 0, proc.stderr
+    key = tmp_path / "to-raters.key.jsonl"
+    assert f"key (keep it from the raters): {key}" in proc.stdout
+    assert len(key.read_text().splitlines()) == 18
+    assert (tmp_path / "to-raters" / "RUBRIC.md").is_file()
+    inside = run_cli(["blind", "bk", "--out", str(tmp_path / "to-raters"), "--key",
+                      str(tmp_path / "to-raters" / "key.jsonl")], env)
+    assert inside.returncode == 2 and "field '--key'" in inside.stderr
+
+
+def test_compare_refused_on_settings_names_the_keys_and_hides_credentials(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    secret = "sk-ant-" + "q7" * 20
+    base = {"name": "main", "agent": "scripted", "commit": "aaa",
+            "settings": {"temperature": 0.2, "api_key": secret, "retries": 3,
+                         "headers": {"x-trace": "ghp_" + "Z" * 36}}}
+    cand = {"name": "main", "agent": "scripted", "commit": "bbb",
+            "settings": {"temperature": 0.7, "api_key": secret + "x", "retries": 3,
+                         "headers": {"x-trace": "ghp_" + "Y" * 36}, "top_p": 0.9}}
+    make_study(url, "sa", conditions=[base])
+    make_study(url, "sb", conditions=[cand])
+    proc = run_cli(["compare", "sa", "sb"], {"EVALQ_DATABASE_URL": url})
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "\n" not in line and "field 'settings_digest'" in line
+    assert "settings.temperature: 0.2 vs 0.7" in line
+    assert "settings.top_p: (not set) vs 0.9" in line
+    assert "settings.api_key: [redacted] vs [redacted]" in line
+    assert "settings.headers.x-trace: [redacted] vs [redacted]" in line
+    assert "retries" not in line  # equal settings are not listed
+    assert secret not in line and "ghp_" not in line
+
+
+@pytest.mark.parametrize("settings", [
+    {"headers": [{"Authorization": "Bearer abc.def"}]},
+    {"extra": ["--token=xyz", {"note": "Bearer abc.def"}]},
+    {"proxy": "http://user:hunter22@proxy.local:8080"},
+    {"PASSWORD": "hunter22"},
+])
+def test_differing_settings_never_show_a_credential(settings):
+    from evalq.analysis.settings_diff import differing_settings
+
+    shown = json.dumps(differing_settings({}, settings))
+    for secret in ("abc.def", "hunter22", "xyz"):
+        assert secret not in shown
+    assert "[redacted]" in shown

@@ -178,3 +178,20 @@ def test_ten_thousand_resamples_over_a_thousand_tasks_is_fast():
     elapsed = time.perf_counter() - start
     assert ci.n_tasks == 1000
     assert elapsed < 1.0, f"took {elapsed:.2f}s"
+
+
+def test_bootstrap_ci_columns_equals_bootstrap_ci_per_column():
+    from evalq.stats.bootstrap import bootstrap_ci_columns
+
+    rng = np.random.default_rng(12)
+    full = [list(rng.random(300)) for _ in range(4)]
+    holes = [[None if i % 7 == 0 else v for i, v in enumerate(col)] for col in full[:2]]
+    columns = full + holes + [[None] * 300]
+    got = bootstrap_ci_columns(columns, n_resamples=5_000, seed=4)
+    for column, ci in zip(columns, got):
+        ref = bootstrap_ci(column, n_resamples=5_000, seed=4)
+        if ref is None:
+            assert ci is None
+            continue
+        assert (ci.low, ci.high, ci.estimate, ci.n_tasks) == pytest.approx(
+            (ref.low, ref.high, ref.estimate, ref.n_tasks), abs=1e-12)
