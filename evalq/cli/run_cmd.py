@@ -82,8 +82,8 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
                    f"{summary.finished} already finished ({mode}); lock "
                    f"{lock['lock_digest'][:23]}…", err=True)
         if workers is None and not wait:
-            click.echo(f"watch it with `evalq status {study.id}`; report with "
-                       f"`evalq report {study.id}`")
+            click.echo(f"follow it with: evalq status {study.id} --watch")
+            click.echo(f"report it with: evalq report {study.id}")
             return
         resend = (lambda: send_trials(app, study, engine, resume=True))
         finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
@@ -132,8 +132,11 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     if settings.embedded:
         click.echo("evalq: note: no EVALQ_BROKER_URL; this worker serves the embedded "
                    f"filesystem broker under {settings.home}", err=True)
+    # No gossip or mingle: evalq coordinates through the database, and Celery's gossip step
+    # fails to restart after a broker reconnect (kombu#582: closing its auto-delete queue on a
+    # dead connection raises AttributeError, logged as "Error on restarting Gossip").
     argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", "prefork",
-            "-l", loglevel, "-E"]
+            "-l", loglevel, "-E", "--without-gossip", "--without-mingle"]
     if hostname:
         argv += ["-n", hostname]
     app.worker_main(argv)

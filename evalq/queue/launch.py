@@ -18,7 +18,7 @@ from evalq.artifacts import open_store
 from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
 from evalq.fixtures.cache import publish_fixture
-from evalq.queue.messages import arguments_shown, message_for
+from evalq.queue.messages import message_for, shown_as
 from evalq.queue.publish import batch_sender
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
@@ -89,8 +89,10 @@ def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
             if trial.fixture_id not in limits:
                 limits[trial.fixture_id] = limits_of(trial.fixture_id)
             soft, hard = limits[trial.fixture_id]
-            sender.send("evalq.run_trial", [message_for(trial, attempt, max_claims, visibility)],
-                        arguments_shown(trial.id, attempt), soft, hard)
+            message = message_for(trial, attempt, max_claims, visibility)
+            shown = shown_as("evalq.run_trial", message)
+            sender.send("evalq.run_trial", [message], shown["argsrepr"], soft, hard,
+                        shown["shadow"])
     return len(to_send)
 
 
@@ -98,12 +100,13 @@ def make_sweeper(app, study: Study, engine, settings: Settings):
     """The launcher's periodic recovery: expired leases, lost grading messages, broker restarts."""
     from evalq.ops.recovery import Sweeper
 
-    every = max(1.0, settings.lease_seconds / 2)
+    every = max(1.0, settings.lease_seconds / 4)  # a dead grader's trial back within ~a lease
     return Sweeper(app, engine, study.id, settings.broker_url, every=every,
                    grading_grace=max(settings.visibility_timeout, 4 * settings.lease_seconds),
                    resend_all=lambda: send_trials(app, study, engine, resume=True),
                    resend_expired=lambda items: send_run_messages(
-                       app, study, [(t, r.attempt) for t, r in items]))
+                       app, study, [(t, r.attempt) for t, r in items]),
+                   lease_seconds=settings.lease_seconds)
 
 
 def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:

@@ -11,7 +11,7 @@ import time
 from functools import lru_cache
 from typing import Any, Iterable, Optional
 
-from sqlalchemy import JSON, Column, UniqueConstraint, event, func, or_, update
+from sqlalchemy import JSON, Column, Index, UniqueConstraint, event, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
@@ -48,7 +48,9 @@ class TrialRow(SQLModel, table=True):
 
 class AttemptRow(SQLModel, table=True):
     __tablename__ = "attempts"
-    __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),)
+    __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),
+                      # sweeps look for stranded gradings by state and lease, not per study
+                      Index("ix_attempt_state_lease", "state", "lease_expires_at"))
     id: Optional[int] = Field(default=None, primary_key=True)
     trial_id: str = Field(index=True, foreign_key="trials.id")
     study_id: str = Field(index=True)
@@ -188,6 +190,91 @@ def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds
             .values(lease_expires_at=time.time() + lease_seconds))
         session.commit()
         return result.rowcount == 1
+
+
+#: lease_owner of a grading a sweeper re-sent: the next grading delivery may take it at once
+RESENT = "(re-sent)"
+
+
+def claim_grading(engine: Engine, trial_id: str, attempt: int, owner: str,
+                  lease_seconds: float) -> tuple[bool, str]:
+    """Take the lease of an attempt waiting for its grade, as `claim` does for agent runs.
+
+    Free when no grader holds it (fresh from the agent, or re-sent by a sweeper) or when the
+    last grader's lease expired (it died mid-grade). (False, why) otherwise.
+    """
+    now = time.time()
+    with Session(engine) as session:
+        result = session.execute(
+            update(AttemptRow)
+            .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
+                   AttemptRow.outcome.is_(None), AttemptRow.state == "grading",
+                   or_(AttemptRow.lease_expires_at.is_(None), AttemptRow.lease_owner == RESENT,
+                       AttemptRow.lease_expires_at < now))
+            .values(lease_owner=owner, lease_expires_at=now + lease_seconds))
+        session.commit()
+        if result.rowcount == 1:
+            return True, "claimed"
+        row = session.exec(select(AttemptRow).where(AttemptRow.trial_id == trial_id,
+                                                    AttemptRow.attempt == attempt)).first()
+        if row is None:
+            return False, "no such attempt"
+        if row.outcome is not None:
+            return False, f"already graded as {row.outcome}"
+        if row.state != "grading":
+            return False, f"attempt is {row.state}"
+        return False, f"graded by {row.lease_owner} until {row.lease_expires_at:.0f}"
+
+
+def reserve_stranded_gradings(engine: Engine, lease_seconds: float,
+                              unclaimed: bool = False) -> list[tuple[str, int]]:
+    """(trial_id, attempt) of gradings whose grader's lease expired, each reserved for one re-send.
+
+    The reservation (owner RESENT, a fresh lease) is a compare-and-set on the old expiry, so
+    of several sweepers (launchers, grading workers) exactly one re-sends each; if that message
+    is lost too, the reservation expires and the next sweep re-sends again. With `unclaimed`,
+    gradings no grader has taken yet are included (after a broker restart lost their messages).
+    """
+    now = time.time()
+    table = AttemptRow.__table__.c
+    expired = table.lease_expires_at < now
+    where = or_(expired, table.lease_expires_at.is_(None)) if unclaimed else expired
+    with engine.connect() as conn:
+        found = conn.execute(select(table.id, table.trial_id, table.attempt,
+                                    table.lease_expires_at)
+                             .where(table.state == "grading", table.outcome.is_(None), where,
+                                    table.artifacts.isnot(None))).all()
+        reserved = []
+        for row_id, trial_id, attempt, old in found:
+            same = table.lease_expires_at.is_(None) if old is None else \
+                table.lease_expires_at == old
+            done = conn.execute(update(AttemptRow.__table__)
+                                .where(table.id == row_id, table.state == "grading",
+                                       table.outcome.is_(None), same)
+                                .values(lease_owner=RESENT,
+                                        lease_expires_at=now + lease_seconds))
+            if done.rowcount == 1:
+                reserved.append((trial_id, attempt))
+        conn.commit()
+    return reserved
+
+
+def grading_items(engine: Engine, keys: list[tuple[str, int]]) -> list[tuple[Any, Any]]:
+    """(trial, attempt row) Records for the given keys: what a grade_trial message is built from."""
+    if not keys:
+        return []
+    trials_c, attempts_c = TrialRow.__table__.c, AttemptRow.__table__.c
+    wanted = set(keys)
+    items = []
+    with engine.connect() as conn:
+        for chunk in range(0, len(keys), 500):
+            ids = list({k[0] for k in keys[chunk:chunk + 500]})
+            trials = {r.id: Record(dict(r._mapping)) for r in
+                      conn.execute(select(trials_c).where(trials_c.id.in_(ids)))}
+            for row in conn.execute(select(attempts_c).where(attempts_c.trial_id.in_(ids))):
+                if (row.trial_id, row.attempt) in wanted and row.trial_id in trials:
+                    items.append((trials[row.trial_id], Record(dict(row._mapping))))
+    return items
 
 
 def mark_state(engine: Engine, trial_id: str, attempt: int, owner: Optional[str] = None,
