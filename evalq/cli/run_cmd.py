@@ -27,17 +27,6 @@ def _progress(finished: int, planned: int) -> None:
         click.echo(line, err=True)
 
 
-def _finished_counter(engine, study_id):
-    from evalq.report.attempts import trial_views
-    from evalq.results.store import attempts_of, trials_of
-
-    def count() -> tuple[int, int]:
-        views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-        return sum(1 for v in views if v.settled), len(views)
-
-    return count
-
-
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
                        formats=("json", "md", "html")) -> dict[str, Path]:
     report = compute_report(engine, study_id)
@@ -86,7 +75,9 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
             click.echo(f"report it with: evalq report {study.id}")
             return
         resend = (lambda: send_trials(app, study, engine, resume=True))
-        finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
+        from evalq.results.progress import SettledCounter
+
+        finished, planned = wait_for_study(SettledCounter(engine, study.id), _progress,
                                            workers=workers, resend=resend,
                                            stall_seconds=max(90.0, settings.lease_seconds * 1.5),
                                            sweep=make_sweeper(app, study, engine, settings),

@@ -75,6 +75,21 @@ class AttemptRow(SQLModel, table=True):
     regrades: int = 0
 
 
+class AttemptEvent(SQLModel, table=True):
+    """Append-only: an attempt was created (outcome None) or got an outcome.
+
+    Progress counters read only the events after their cursor, so a launcher's tick costs
+    O(changes) rather than re-reading every trial (results/progress.py, bench/).
+    """
+    __tablename__ = "attempt_events"
+    __table_args__ = (Index("ix_event_study_seq", "study_id", "id"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    study_id: str
+    trial_id: str
+    attempt: int
+    outcome: Optional[str] = None
+
+
 TERMINAL_STATES = ("done", "cancelled")
 
 
@@ -147,6 +162,10 @@ def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, 
     with Session(engine) as session:
         insert_missing(session.connection(), AttemptRow.__table__, rows,
                        conflict=["trial_id", "attempt"])
+        if rows:  # a repeat is harmless: counters let an attempt's outcome outrank its creation
+            session.execute(AttemptEvent.__table__.insert(),
+                            [dict(study_id=study_id, trial_id=t, attempt=attempt_of[t])
+                             for t in trial_ids])
         session.commit()
 
 
@@ -330,6 +349,10 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
                                                 set_=update_values, where=condition)
     with Session(engine) as session:
         result = session.execute(statement)
+        if result.rowcount == 1:
+            session.execute(AttemptEvent.__table__.insert().values(
+                study_id=payload["study_id"], trial_id=payload["trial_id"],
+                attempt=payload["attempt"], outcome=payload.get("outcome")))
         session.commit()
         return result.rowcount == 1
 
