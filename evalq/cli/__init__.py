@@ -27,10 +27,13 @@ def _register() -> None:
     from evalq.cli.fixtures_cmd import fixtures, grade
     from evalq.cli.plan_cmd import plan
 
+    from evalq.cli.logging_opts import add_logging_options
+
     for command in (study_cmd.study, agents, plan, run_cmd.run, run_cmd.worker, run_cmd.report,
-                    ops_cmd.status, ops_cmd.resubmit, ops_cmd.regrade, ops_cmd.cancel,
-                    ops_cmd.flower, *analysis_commands, fixtures, grade):
+                    ops_cmd.status, ops_cmd.studies, ops_cmd.resubmit, ops_cmd.regrade,
+                    ops_cmd.cancel, ops_cmd.flower, *analysis_commands, fixtures, grade):
         main.add_command(command)
+    add_logging_options(main)
 
 
 _register()

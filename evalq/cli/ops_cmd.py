@@ -81,6 +81,29 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
 
 
 @click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable rows.")
+def studies(as_json: bool) -> None:
+    """Studies in the results database with planned and finished trial counts."""
+    from evalq.results.tallies import studies_overview
+
+    engine, _ = engine_and_settings()
+    rows = studies_overview(engine)
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+        return
+    if not rows:
+        click.echo("no studies yet: start one with `evalq run study.toml`")
+        return
+    width = max(len(r["study"]) for r in rows)
+    for r in rows:
+        notes = [n for n in ("cancelled" if r["cancelled"] else "",
+                             f"smoke run of {r['smoke_of']}" if r["smoke_of"] else "") if n]
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"]))
+        click.echo(f"{r['study']:<{width}}  {r['finished']:>7}/{r['planned']:<7} finished  "
+                   f"{when} UTC" + (f"  ({', '.join(notes)})" if notes else ""))
+
+
+@click.command()
 @click.argument("study")
 @click.option("--outcome", required=True,
               type=click.Choice(["infrastructure_failure", "grading_failure", "timed_out"]),

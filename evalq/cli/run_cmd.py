@@ -42,27 +42,38 @@ def write_study_report(engine, settings, study_id: str, out: Path | None = None,
               help="With a broker: wait for the study to finish and write the report.")
 @click.option("--yes", is_flag=True,
               help="Accept the forecast of a study above EVALQ_CONFIRM_ABOVE trials (200).")
-def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) -> None:
+@click.option("--limit", type=int, default=None,
+              help="Smoke run: only the first N trials of the planned order, as study "
+                   "<id>.smokeN (its own status and report; the full study is untouched).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the run order and the forecast; enqueue nothing, write nothing.")
+def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
+        limit: int | None, dry_run: bool) -> None:
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
     """
-    from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
     from evalq.study.manifest import load_manifest
-    from evalq.queue.app import app, configure
 
     settings = load_settings()
     study = load_manifest(manifest)
-    if not resume:
-        from evalq.planning.gate import check_launch
+    if dry_run:  # before the queue modules: importing the app makes the embedded broker's folders
+        from evalq.cli.dry_run import print_dry_run
 
+        print_dry_run(study, limit, workers=concurrency if settings.embedded else None)
+        return
+    from evalq.queue.embedded import LocalWorkers, wait_for_study
+    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
+    from evalq.queue.app import app, configure
+    from evalq.planning.gate import check_launch, confirm_threshold
+
+    if not resume and not (limit and limit <= confirm_threshold()):  # a small smoke run: no gate
         check_launch(study, yes=yes, workers=concurrency if settings.embedded else None,
                      echo=lambda line: click.echo(line, err=True),
                      confirm=(lambda q: click.confirm(q, err=True)) if sys.stdin.isatty() else None)
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
-    engine, lock = register_study(study, settings)
+    engine, lock, study = register_study(study, settings, limit)
     mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
     try:
@@ -109,7 +120,8 @@ def _cancelled_and_quiet(engine, study_id: str):
               help="Comma-separated: agents, grading, results.")
 @click.option("--concurrency", "-c", default=1, show_default=True)
 @click.option("--hostname", "-n", default=None, help="Worker node name (name@host).")
-@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.option("--log-level", "--loglevel", "-l", "loglevel", default="INFO", show_default=True,
+              help="The worker's log level (Celery's and evalq's).")
 def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
     """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
     from evalq.queue.app import QUEUES, app

@@ -6,8 +6,9 @@ is not visibly in flight gets its message (re)sent; one with an outcome is left 
 
 from __future__ import annotations
 
-import time
 import dataclasses
+import logging
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,7 +19,7 @@ from evalq.artifacts import open_store
 from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
 from evalq.fixtures.cache import publish_fixture
-from evalq.queue.messages import message_for, shown_as
+from evalq.queue.messages import message_for, shown_as, trial_label
 from evalq.queue.publish import batch_sender
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
@@ -27,6 +28,8 @@ from evalq.study.manifest import Study
 from evalq.study.order import plan_trials
 from evalq.results.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
                     save_study)
+
+log = logging.getLogger("evalq.launch")
 
 
 @dataclass
@@ -37,18 +40,48 @@ class LaunchSummary:
     in_flight: int
 
 
-def register_study(study: Study, settings: Settings):
-    """Freeze (or check the lock), plan, and insert the study and its trials. Returns the engine."""
+def smoke_study(study: Study, limit: int) -> Study:
+    """The study as a smoke run of its first `limit` trials, under an id of its own.
+
+    The subset is the first `limit` trials of the blocked-randomized order (whole blocks first,
+    so every condition appears as early as the order allows). Its own id (`<id>.smoke<N>`) keeps
+    its trials, status and report apart from the full study's, which can still run in full.
+    """
+    if limit < 1:
+        raise UserError(f"--limit {limit} selects no trial", field="--limit",
+                        fix="give a positive number of trials, e.g. --limit 4")
+    manifest = study.manifest.model_copy(update={"id": f"{study.id}.smoke{limit}"})
+    return dataclasses.replace(study, manifest=manifest)
+
+
+def planned_rows(study: Study, limit: int | None = None) -> list:
+    """The study's trials in run order (PlannedTrial), or the first `limit` of them."""
+    manifest = study.manifest
+    planned = plan_trials(study.id, [f.id for f in study.fixtures],
+                          [c.name for c in manifest.conditions], manifest.repetitions,
+                          manifest.seed)
+    return planned[:limit] if limit else planned
+
+
+def register_study(study: Study, settings: Settings, limit: int | None = None):
+    """Freeze (or check the lock), plan, and insert the study and its trials.
+
+    Returns (engine, lock, study); with `limit`, the study is the smoke run (smoke_study) and its
+    lock records what it is a subset of, so no report or status mistakes it for the full study.
+    """
     lock = verify_lock(study) or freeze(study)
+    if limit is not None:
+        full_id = study.id
+        study = smoke_study(study, limit)
+        lock = dict(lock, smoke={"of": full_id, "limit": limit,
+                                 "chosen": "the first trials of the blocked-randomized order"})
     engine = init_db(settings.database_url)
     store = open_store(settings.artifacts_url)
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
     if study.skills:  # workers install skills from the store, checked against the lock
         lock = dict(lock, published_skills=publish_skills(store, study.skills))
     manifest = study.manifest
-    planned = plan_trials(study.id, [f.id for f in study.fixtures],
-                          [c.name for c in manifest.conditions], manifest.repetitions,
-                          manifest.seed)
+    planned = planned_rows(study, limit)
     digests = {f.id: f.digest for f in study.fixtures}
     row = StudyRow(id=study.id, manifest=manifest.model_dump(mode="json"),
                    manifest_path=str(study.path), lock=lock, lock_digest=lock["lock_digest"],
@@ -58,7 +91,7 @@ def register_study(study: Study, settings: Settings):
                    condition=p.condition, repetition=p.repetition, block=p.block,
                    order_index=p.order_index) for p in planned]
     save_study(engine, row, trials)
-    return engine, lock
+    return engine, lock, study
 
 
 def settings_for_study(settings: Settings, study: Study) -> Settings:
@@ -146,6 +179,9 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
                     AttemptRow.state == "cancelled").values(state="queued"))
             session.commit()
     send_run_messages(app, study, to_send)
+    if to_send:
+        log.info("study %s: sent %d run_trial message(s), first %s", study.id, len(to_send),
+                 trial_label(to_send[0][0].id, to_send[0][1]))
     if resume:  # attempts stuck in grading (message lost): grade the stored artifacts again
         from evalq.ops.recovery import send_grading
 

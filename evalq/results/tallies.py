@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import String, and_, cast, func, select
 
 from evalq.models import VALID_OUTCOMES
-from evalq.results.store import AttemptRow, Record, TrialRow
+from evalq.results.store import AttemptRow, Record, StudyRow, TrialRow
 
 VALID = [o.value for o in VALID_OUTCOMES]
 
@@ -69,3 +69,22 @@ def study_tallies(engine, study_id: str, now: float) -> dict[str, Any]:
     return {"planned": planned, "states": states, "outcomes": outcomes, "hosts": hosts,
             "first": first, "attempts": attempts, "expired": expired,
             "unsent": planned - with_attempts, "environments": envs}
+
+
+def studies_overview(engine) -> list[dict[str, Any]]:
+    """Every study with its planned and finished (latest attempt has an outcome) trial counts."""
+    s, t, a = StudyRow.__table__.c, TrialRow.__table__.c, AttemptRow.__table__
+    with engine.connect() as conn:
+        planned = dict(conn.execute(select(t.study_id, func.count()).group_by(t.study_id)).all())
+        latest = (select(a.c.trial_id, a.c.study_id, func.max(a.c.attempt).label("n"))
+                  .group_by(a.c.trial_id, a.c.study_id).subquery())
+        last = a.alias("last")
+        finished = dict(conn.execute(
+            select(latest.c.study_id, func.count()).select_from(latest.join(
+                last, and_(last.c.trial_id == latest.c.trial_id, last.c.attempt == latest.c.n)))
+            .where(last.c.outcome.isnot(None)).group_by(latest.c.study_id)).all())
+        rows = conn.execute(select(s.id, s.created_at, s.cancelled, s.mode, s.lock)
+                            .order_by(s.created_at)).all()
+    return [{"study": r.id, "planned": planned.get(r.id, 0), "finished": finished.get(r.id, 0),
+             "created_at": r.created_at, "cancelled": bool(r.cancelled), "mode": r.mode,
+             "smoke_of": (r.lock or {}).get("smoke", {}).get("of")} for r in rows]
