@@ -14,19 +14,6 @@ from evalq.report.write import write_reports
 from evalq.cli.common import engine_and_settings, report_dir, study_id_of
 
 
-def _progress(finished: int, planned: int) -> None:
-    """A live bar on a terminal; in a log, one line per tenth of the study."""
-    width = 30
-    filled = int(width * finished / planned) if planned else width
-    line = f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{planned} trials finished"
-    if sys.stderr.isatty():
-        click.echo("\r" + line, nl=finished >= planned, err=True)
-        return
-    step = max(1, planned // 10)
-    if finished in (0, planned) or finished // step != (finished - 1) // step:
-        click.echo(line, err=True)
-
-
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
                        formats=("json", "md", "html")) -> dict[str, Path]:
     report = compute_report(engine, study_id)
@@ -86,13 +73,17 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
             click.echo(f"report it with: evalq report {study.id}")
             return
         resend = (lambda: send_trials(app, study, engine, resume=True))
+        from evalq.cli.progress import TrialProgress
         from evalq.results.progress import SettledCounter
 
-        finished, planned = wait_for_study(SettledCounter(engine, study.id), _progress,
+        counter = SettledCounter(engine, study.id)
+        progress = TrialProgress("trials", counter)
+        finished, planned = wait_for_study(counter, progress,
                                            workers=workers, resend=resend,
                                            stall_seconds=max(90.0, settings.lease_seconds * 1.5),
                                            sweep=make_sweeper(app, study, engine, settings),
                                            stop_when=_cancelled_and_quiet(engine, study.id))
+        progress.close()
     finally:
         if workers is not None:
             workers.stop()

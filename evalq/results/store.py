@@ -88,6 +88,7 @@ class AttemptEvent(SQLModel, table=True):
     trial_id: str
     attempt: int
     outcome: Optional[str] = None
+    duration: Optional[float] = None  # seconds from the attempt's start to its result
 
 
 TERMINAL_STATES = ("done", "cancelled")
@@ -326,6 +327,12 @@ RESULT_FIELDS = ("outcome", "reason", "worker_host", "worker_env", "started_at",
                  "artifacts", "grade")
 
 
+def _duration(payload: dict[str, Any]) -> Optional[float]:
+    start, end = payload.get("started_at"), payload.get("finished_at")
+    return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) \
+        else None
+
+
 def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = False) -> bool:
     """Upsert one attempt's result. A repeat of a recorded result changes nothing.
 
@@ -352,7 +359,8 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
         if result.rowcount == 1:
             session.execute(AttemptEvent.__table__.insert().values(
                 study_id=payload["study_id"], trial_id=payload["trial_id"],
-                attempt=payload["attempt"], outcome=payload.get("outcome")))
+                attempt=payload["attempt"], outcome=payload.get("outcome"),
+                duration=_duration(payload)))
         session.commit()
         return result.rowcount == 1
 
