@@ -83,3 +83,16 @@ class TrialProgress:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+class Tally:
+    """A progress source for work counted in this process (fixtures checked, grid points)."""
+
+    def __init__(self):
+        self.tally: dict[str, int] = {}
+        self.durations: list[float] = []
+
+    def add(self, outcome: str, duration: Optional[float] = None) -> None:
+        self.tally[outcome] = self.tally.get(outcome, 0) + 1
+        if duration is not None:
+            self.durations.append(duration)

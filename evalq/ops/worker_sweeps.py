@@ -32,7 +32,7 @@ def _run_folder_loop(runs_dir, every: float) -> None:
 def _on_worker_ready(sender=None, **_kwargs) -> None:
     from evalq.config import load_settings
     from evalq.ops.recovery import broker_run_id
-    from evalq.queue.tasks import send
+    from evalq.queue.sending import send
     from evalq.results.store import init_db
 
     settings = load_settings()
