@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats")
+SECTIONS = ("overhead", "scale", "report", "stats", "ticks")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -106,6 +106,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import stats_bench
 
         return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    if section == "ticks":
+        from . import ticks
+
+        return ticks.run(workdir, log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

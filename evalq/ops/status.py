@@ -43,10 +43,15 @@ class StudyStatus:
 
 def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus:
     """Counted by the database (results/tallies.py): a tick costs a few aggregates, not a view
-    of every trial."""
+    of every trial. `evalq status --watch` keeps counts current instead (ops/status_watch.py)."""
     now = time.time() if now is None else now
     study = read_study(engine, study_id)
-    t = study_tallies(engine, study_id, now)
+    return status_from_counts(study_id, bool(study.cancelled), study_tallies(engine, study_id, now))
+
+
+def status_from_counts(study_id: str, cancelled: bool, t: dict) -> StudyStatus:
+    """A StudyStatus from raw counts: latest pending states, counted outcomes, named hosts,
+    first-attempt outcomes (study_tallies' keys); what is not counted is unsent/pending/no host."""
     planned = t["planned"]
     by_state = {s: 0 for s in PENDING_STATES}
     by_state["unsent"] = t["unsent"]
@@ -54,16 +59,16 @@ def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus
         name = state if state in PENDING_STATES else "queued"
         by_state[name] += n
     by_outcome = {o: 0 for o in OUTCOMES}
-    by_outcome.update(t["outcomes"])
+    by_outcome.update({k: v for k, v in t["outcomes"].items() if v})
     first = {o: 0 for o in OUTCOMES}
-    first.update(t["first"])
+    first.update({k: v for k, v in t["first"].items() if v})
     first["pending"] = planned - sum(t["first"].values())
-    by_host = dict(t["hosts"])
+    by_host = {k: v for k, v in t["hosts"].items() if v}
     if planned - sum(by_host.values()):
         by_host[NO_HOST] = planned - sum(by_host.values())
     flag = study_environment_flag(t["environments"])
     status = StudyStatus(study=study_id, planned=planned,
-                         finished=sum(by_outcome.values()), cancelled_flag=bool(study.cancelled),
+                         finished=sum(by_outcome.values()), cancelled_flag=cancelled,
                          by_state=by_state, by_outcome=by_outcome,
                          by_host=dict(sorted(by_host.items())), first_attempt_outcomes=first,
                          attempts=t["attempts"], expired_leases=t["expired"], environments=flag,

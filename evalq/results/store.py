@@ -50,7 +50,8 @@ class AttemptRow(SQLModel, table=True):
     __tablename__ = "attempts"
     __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),
                       # sweeps look for stranded gradings by state and lease, not per study
-                      Index("ix_attempt_state_lease", "state", "lease_expires_at"))
+                      Index("ix_attempt_state_lease", "state", "lease_expires_at"),
+                      Index("ix_attempt_study_updated", "study_id", "updated_at"))
     id: Optional[int] = Field(default=None, primary_key=True)
     trial_id: str = Field(index=True, foreign_key="trials.id")
     study_id: str = Field(index=True)
@@ -73,6 +74,10 @@ class AttemptRow(SQLModel, table=True):
     artifacts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     regrades: int = 0
+    #: set by every write (Column onupdate, and explicitly where Core bypasses it): what a
+    #: watching status reads to stay current in O(changes) (ops/status_watch.py)
+    updated_at: Optional[float] = Field(default=None, sa_column_kwargs={
+        "default": time.time, "onupdate": time.time})
 
 
 class AttemptEvent(SQLModel, table=True):
@@ -159,7 +164,7 @@ def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, 
     """Queued attempt rows, created before their messages are sent (idempotent)."""
     now = time.time()
     rows = [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t], state="queued",
-                 enqueued_at=now, claims=0, regrades=0) for t in trial_ids]
+                 enqueued_at=now, claims=0, regrades=0, updated_at=now) for t in trial_ids]
     with Session(engine) as session:
         insert_missing(session.connection(), AttemptRow.__table__, rows,
                        conflict=["trial_id", "attempt"])
@@ -341,7 +346,7 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
     """
     insert = _insert(engine)
     values = {k: payload.get(k) for k in RESULT_FIELDS if k in payload}
-    values.update(state="done", lease_expires_at=None)
+    values.update(state="done", lease_expires_at=None, updated_at=time.time())
     base = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
                 study_id=payload["study_id"], claims=0, regrades=0)
     statement = insert(AttemptRow).values(**base, **values)

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from evalq.ops.status import study_status
+from evalq.ops.status_watch import StatusWatch
 from evalq.report.attempts import trial_views
 from evalq.results.progress import SettledCounter
 from evalq.results.store import (StudyRow, attempts_of, create_attempts, get_engine, init_db,
@@ -52,6 +53,8 @@ def test_aggregates_and_counter_match_a_row_by_row_view(engine):
                    block=i, order_index=i) for i in range(300)]
     save_study(engine, StudyRow(id="s", manifest={}, lock={}, lock_digest="x"), trials)
     sent = [t["id"] for t in trials[:260]]  # 40 never sent
+    watch = StatusWatch(engine, "s")
+    watch.tick()  # loaded before anything was sent; later ticks read only the changes
     create_attempts(engine, sent, {t: 1 for t in sent}, "s")
     counter = SettledCounter(engine, "s")
     for tid in sent:
@@ -65,6 +68,7 @@ def test_aggregates_and_counter_match_a_row_by_row_view(engine):
                                         worker_host=rng.choice(["h1", "h2", None])))
     redo = [t for t in sent if rng.random() < 0.3]
     create_attempts(engine, redo, {t: 2 for t in redo}, "s")  # resubmitted: pending again
+    _same(watch.tick(), study_status(engine, "s"))
     for tid in redo[::2]:
         record_attempt(engine, dict(trial_id=tid, attempt=2, study_id="s",
                                     outcome=rng.choice(OUTCOMES), worker_host="h3"))
@@ -80,3 +84,11 @@ def test_aggregates_and_counter_match_a_row_by_row_view(engine):
     assert all(status.checks.values()) and status.attempts == 260 + len(redo)
     assert counter() == (settled, 300)
     assert SettledCounter(engine, "s")() == (settled, 300)  # a fresh one agrees
+    _same(watch.tick(), status)
+    _same(StatusWatch(engine, "s").tick(), status)
+
+
+def _same(watched, counted) -> None:
+    keys = ("planned", "finished", "by_state", "by_outcome", "by_host", "first_attempt_outcomes",
+            "attempts", "expired_leases", "environments")
+    assert {k: getattr(watched, k) for k in keys} == {k: getattr(counted, k) for k in keys}
