@@ -176,34 +176,43 @@ def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, 
 
 
 # ------------------------------------------------------------------ leases (agent workers)
-def claim(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float,
-          max_claims: int) -> tuple[bool, str]:
-    """Atomically take the attempt's lease; (False, why) when someone else holds a live one."""
-    now = time.time()
+def _take(engine: Engine, trial_id: str, attempt: int, where: list, values: dict):
+    """One atomic UPDATE of an unfinished attempt under `where`: (True, None) when it took,
+    else (False, the row as it is now, or None) for the caller to say why."""
     with Session(engine) as session:
         result = session.execute(
             update(AttemptRow)
             .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
-                   AttemptRow.outcome.is_(None), AttemptRow.state.in_(("queued", "running")),
-                   AttemptRow.claims < max_claims,
-                   or_(AttemptRow.lease_expires_at.is_(None),
-                       AttemptRow.lease_expires_at < now))
-            .values(lease_owner=owner, lease_expires_at=now + lease_seconds, state="running",
-                    started_at=now, claims=AttemptRow.claims + 1))
+                   AttemptRow.outcome.is_(None), *where).values(**values))
         session.commit()
         if result.rowcount == 1:
-            return True, "claimed"
-        row = session.exec(select(AttemptRow).where(AttemptRow.trial_id == trial_id,
-                                                    AttemptRow.attempt == attempt)).first()
-        if row is None:
-            return False, "no such attempt"
-        if row.outcome is not None:
-            return False, f"already finished as {row.outcome}"
-        if row.claims >= max_claims:
-            return False, "claim cap reached"
-        if row.state not in ("queued", "running"):
-            return False, f"attempt is {row.state}"
-        return False, f"leased by {row.lease_owner} until {row.lease_expires_at:.0f}"
+            return True, None
+        return False, session.exec(select(AttemptRow).where(
+            AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt)).first()
+
+
+def claim(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float,
+          max_claims: int) -> tuple[bool, str]:
+    """Atomically take the attempt's lease; (False, why) when someone else holds a live one."""
+    now = time.time()
+    taken, row = _take(engine, trial_id, attempt,
+                       [AttemptRow.state.in_(("queued", "running")),
+                        AttemptRow.claims < max_claims,
+                        or_(AttemptRow.lease_expires_at.is_(None),
+                            AttemptRow.lease_expires_at < now)],
+                       dict(lease_owner=owner, lease_expires_at=now + lease_seconds,
+                            state="running", started_at=now, claims=AttemptRow.claims + 1))
+    if taken:
+        return True, "claimed"
+    if row is None:
+        return False, "no such attempt"
+    if row.outcome is not None:
+        return False, f"already finished as {row.outcome}"
+    if row.claims >= max_claims:
+        return False, "claim cap reached"
+    if row.state not in ("queued", "running"):
+        return False, f"attempt is {row.state}"
+    return False, f"leased by {row.lease_owner} until {row.lease_expires_at:.0f}"
 
 
 def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float) -> bool:
@@ -229,26 +238,20 @@ def claim_grading(engine: Engine, trial_id: str, attempt: int, owner: str,
     last grader's lease expired (it died mid-grade). (False, why) otherwise.
     """
     now = time.time()
-    with Session(engine) as session:
-        result = session.execute(
-            update(AttemptRow)
-            .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
-                   AttemptRow.outcome.is_(None), AttemptRow.state == "grading",
-                   or_(AttemptRow.lease_expires_at.is_(None), AttemptRow.lease_owner == RESENT,
-                       AttemptRow.lease_expires_at < now))
-            .values(lease_owner=owner, lease_expires_at=now + lease_seconds))
-        session.commit()
-        if result.rowcount == 1:
-            return True, "claimed"
-        row = session.exec(select(AttemptRow).where(AttemptRow.trial_id == trial_id,
-                                                    AttemptRow.attempt == attempt)).first()
-        if row is None:
-            return False, "no such attempt"
-        if row.outcome is not None:
-            return False, f"already graded as {row.outcome}"
-        if row.state != "grading":
-            return False, f"attempt is {row.state}"
-        return False, f"graded by {row.lease_owner} until {row.lease_expires_at:.0f}"
+    taken, row = _take(engine, trial_id, attempt,
+                       [AttemptRow.state == "grading",
+                        or_(AttemptRow.lease_expires_at.is_(None),
+                            AttemptRow.lease_owner == RESENT, AttemptRow.lease_expires_at < now)],
+                       dict(lease_owner=owner, lease_expires_at=now + lease_seconds))
+    if taken:
+        return True, "claimed"
+    if row is None:
+        return False, "no such attempt"
+    if row.outcome is not None:
+        return False, f"already graded as {row.outcome}"
+    if row.state != "grading":
+        return False, f"attempt is {row.state}"
+    return False, f"graded by {row.lease_owner} until {row.lease_expires_at:.0f}"
 
 
 def reserve_stranded_gradings(engine: Engine, lease_seconds: float,
