@@ -76,14 +76,15 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
 @click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws.")
 def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     """Planned trials by state, outcome and worker host, from the database (they add up)."""
-    from evalq.ops.status import render
+    from evalq.ops.status import render, study_status
     from evalq.ops.status_watch import StatusWatch
 
     engine, _ = engine_and_settings()
     study_id = study_id_of(study)
-    watcher = StatusWatch(engine, study_id)  # later redraws read only what changed
+    # once: SQL aggregates; watching: the first tick reads the study, later ones what changed
+    tick = StatusWatch(engine, study_id).tick if watch else lambda: study_status(engine, study_id)
     while True:
-        current = watcher.tick()
+        current = tick()
         if as_json:
             click.echo(json.dumps(current.as_dict(), sort_keys=True))
         elif watch and sys.stdout.isatty():

@@ -41,5 +41,7 @@ def test_dry_run_limit_and_studies(tmp_path, fixture_copies):
         ids = [r[0] for r in conn.execute(text("select id from trials order by order_index"))]
     engine.dispose()
     assert ids == [t.replace("ops/", "ops.smoke3/", 1) for t in order[:3]]
+    watched = run_cli(["status", "ops.smoke3", "--watch", "--interval", "0.2"], env, timeout=60)
+    assert watched.returncode == 0 and "3/3 trials finished" in watched.stdout, watched.stderr
     text_listing = run_cli(["studies"], env).stdout
     assert "smoke run of ops" in text_listing and "3/3" in text_listing
