@@ -72,3 +72,30 @@ def test_launcher_sweeper_resends_a_dead_graders_trial(postgres_url, redis_url, 
     assert owner == RESENT
     sweeper()  # reserved: not sent twice; the one still waiting is within its grace
     assert redis.Redis.from_url(redis_url).llen("grading") == 1
+
+
+def test_worker_sweep_resends_unstarted_gradings_after_a_broker_restart(postgres_url):
+    """No launcher: a grading worker's sweep sees the broker's run id change and re-sends the
+    gradings no grader had taken (their messages died with the broker)."""
+    import threading
+
+    from evalq.ops.grading_sweep import start_worker_sweep
+
+    engine = init_db(postgres_url)
+    waiting, = _study(engine, 1)
+    run_ids = iter(["before"] * 3 + ["after"] * 1000)
+    sent: list[tuple[str, dict]] = []
+    got_one = threading.Event()
+
+    def send(name, payload):
+        sent.append((name, payload))
+        got_one.set()
+
+    stop = threading.Event()
+    thread = start_worker_sweep(lambda: engine, send, 2.0, lambda: next(run_ids), stop)
+    try:
+        assert got_one.wait(30), "no re-send after the broker restart"
+    finally:
+        stop.set()
+        thread.join(10)
+    assert [(n, p["trial_id"]) for n, p in sent] == [("evalq.grade_trial", waiting)]
