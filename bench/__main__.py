@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,scale,report,stats,gateway,import]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,scale,report,stats,gateway,import,ticks]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats", "gateway", "import")
+SECTIONS = ("overhead", "scale", "report", "stats", "gateway", "import", "ticks")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -118,6 +118,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
 
         return import_bench.run(workdir / "import", size["import_tasks"], size["import_runs"],
                                 log)
+    if section == "ticks":
+        from . import ticks
+
+        return ticks.run(workdir, log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

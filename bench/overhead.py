@@ -118,7 +118,7 @@ def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdi
     study_id = f"bench-{settings.sandbox}-c{concurrency}-{uuid.uuid4().hex[:6]}"
     study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, settings)
-    engine, _ = register_study(study, settings)
+    engine, _, _ = register_study(study, settings)
     workers = Workers(logdir)
     try:
         _start(workers, lambda q, c, name: evalq_worker_argv(q, c, name), env, concurrency,
@@ -188,7 +188,7 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     from evalq.study.manifest import load_manifest
     from evalq.queue.app import app
     from evalq.results.store import record_attempt, trials_of
-    from evalq.queue.tasks import send
+    from evalq.queue.sending import send
     from evalq.workers.runner import run_trial_message
     from evalq.queue.messages import message_for
 
@@ -197,7 +197,7 @@ def profile_trials(settings: Settings, workdir: Path, n: int) -> dict:
     study_id = f"bench-profile-{uuid.uuid4().hex[:6]}"
     study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, side)
-    engine, _ = register_study(study, side)
+    engine, _, _ = register_study(study, side)
     send_trials(app, study, engine, resume=False)
     trials = trials_of(engine, study_id)
     fixture = study.fixtures[0]

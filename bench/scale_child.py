@@ -41,7 +41,7 @@ def plan(manifest: str) -> dict:
                           [c.name for c in m.conditions], m.repetitions, m.seed)
     times["plan_only"] = time.perf_counter() - t
     t = time.perf_counter()
-    engine, _ = register_study(study, settings)
+    engine, _, _ = register_study(study, settings)
     times["register (freeze check, publish fixtures, plan, insert trials)"] = \
         time.perf_counter() - t
     t = time.perf_counter()

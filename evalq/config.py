@@ -45,8 +45,8 @@ class Settings(BaseSettings):
     visibility_timeout: Optional[float] = Field(
         None, gt=0, description="visibility timeout override",
         json_schema_extra={"default_shown": "derived"})
-    lease_seconds: float = Field(60, gt=0, description="lease of a running attempt, renewed by "
-                                                       "a heartbeat")
+    lease_seconds: float = Field(60, gt=0, description="lease of a running attempt or grading, "
+                                                       "renewed by a heartbeat")
     agent_path: Optional[str] = Field(
         None, description="extra folders where agent executables are looked for "
                           "(os.pathsep-separated)", json_schema_extra={"default_shown": "none"})

@@ -44,7 +44,8 @@ def test_filled_messages_equal_celerys_own(redis_url, monkeypatch):
     app = _app(redis_url, monkeypatch)
     with batch_sender(app, batch=7) as sender:  # a small batch: several pipeline flushes
         for n in range(20):
-            sender.send("evalq.run_trial", _payload(n), f"trial={n}", 100.0 + n % 3, 200.0 + n % 3)
+            sender.send("evalq.run_trial", _payload(n), f"trial={n}", 100.0 + n % 3, 200.0 + n % 3,
+                        f"run_trial s/f/c/r{n}#1")
         assert set(sender.templates) == {"evalq.run_trial"}
     batched = _queued(redis_url)
     redis.Redis.from_url(redis_url).delete("agents")
@@ -52,7 +53,8 @@ def test_filled_messages_equal_celerys_own(redis_url, monkeypatch):
     with app.producer_or_acquire() as producer:  # the same messages, each built by Celery
         for n in range(20):
             app.send_task("evalq.run_trial", args=_payload(n), soft_time_limit=100.0 + n % 3,
-                          time_limit=200.0 + n % 3, argsrepr=f"trial={n}", producer=producer)
+                          time_limit=200.0 + n % 3, argsrepr=f"trial={n}",
+                          shadow=f"run_trial s/f/c/r{n}#1", producer=producer)
     plain = _queued(redis_url)
 
     assert len(batched) == len(plain) == 20
@@ -61,6 +63,7 @@ def test_filled_messages_equal_celerys_own(redis_url, monkeypatch):
         body = json.loads(base64.b64decode(mine["body"]))
         assert body[0] == json.loads(base64.b64decode(celerys["body"]))[0]
         headers = mine["headers"]
+        assert headers["shadow"] == celerys["headers"]["shadow"]  # a trial name per message
         assert headers["id"] == headers["root_id"] == mine["properties"]["correlation_id"]
     ids = [m["headers"]["id"] for m in batched]
     tags = [m["properties"]["delivery_tag"] for m in batched]

@@ -12,12 +12,14 @@ import importlib
 import click
 
 from evalq.cli.errors import shown_as_one_line
+from evalq.cli.logging_opts import add_logging_options
 
 #: name -> (module:attribute, short help shown by `evalq --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("evalq.cli.agents_cmd:agents", "Agent adapters on this machine."),
     "blind": ("evalq.cli.analysis_cmd:blind",
-              "Write blinded rater packets (condition labels stripped) and, apart, their key."),
+              "Write blinded rater packets (condition labels stripped), a rubric, and apart, "
+              "their key."),
     "cancel": ("evalq.cli.ops_cmd:cancel",
                "Revoke queued attempts and stop running ones; finished attempts are kept."),
     "compare": ("evalq.cli.analysis_cmd:compare",
@@ -45,6 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("evalq.cli.ops_cmd:status",
                "Planned trials by state, outcome and worker host, from the database (they add "
                "up)."),
+    "studies": ("evalq.cli.ops_cmd:studies",
+                "Studies in the results database with planned and finished trial counts."),
     "study": ("evalq.cli.study_cmd:study", "Validate and freeze study manifests."),
     "worker": ("evalq.cli.run_cmd:worker",
                "Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the "
@@ -55,7 +59,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def load_command(name: str) -> click.Command:
     """Import a command's module; a failing import is a broken install and is not hidden."""
     module, _, attribute = COMMANDS[name][0].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    command = getattr(importlib.import_module(module), attribute)
+    add_logging_options(command)  # -v/--log-level on every command (once: it checks)
+    return command
 
 
 class EvalqGroup(click.Group):
@@ -81,3 +87,6 @@ class EvalqGroup(click.Group):
 @click.version_option(package_name="evalq")
 def main() -> None:
     """Pre-registered, paired experiments on coding agents."""
+
+
+add_logging_options(main)

@@ -58,6 +58,35 @@ def fixtures() -> None:
     """Check, create and freeze fixtures: coding tasks with hidden tests."""
 
 
+def _checked_with_progress(fixture_dirs: list, sandbox: str | None, jobs: int) -> list:
+    """self_check every fixture, `jobs` at a time, with a progress bar (ok/failed tally)."""
+    import time
+    from concurrent.futures import as_completed
+
+    from evalq.cli.progress import Tally, TrialProgress
+
+    tally = Tally()
+    progress = TrialProgress("fixtures checked", tally)
+
+    def timed(path):
+        start = time.monotonic()
+        return self_check(path, sandbox=sandbox), time.monotonic() - start
+
+    results: dict[int, object] = {}
+    progress(0, len(fixture_dirs))
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(timed, p): i for i, p in enumerate(fixture_dirs)}
+            for future in as_completed(futures):
+                check, seconds = future.result()
+                results[futures[future]] = check
+                tally.add("ok" if check.ok else "failed", seconds)
+                progress(len(results), len(fixture_dirs))
+    finally:
+        progress.close()
+    return [results[i] for i in range(len(fixture_dirs))]
+
+
 @fixtures.command(short_help="Grader self-check of every fixture (table or --json).")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
@@ -90,8 +119,7 @@ def check(paths: tuple[str, ...], as_json: bool, sandbox: str | None, jobs: int)
                                     f"{entry['path']} is missing", file=root / LOCK_NAME,
                                     fix=f"restore it, or run `evalq fixtures freeze {root}`"
                                     ).one_line()]))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        checks = list(pool.map(lambda p: self_check(p, sandbox=sandbox), fixture_dirs))
+    checks = _checked_with_progress(fixture_dirs, sandbox, jobs)
     checks += missing
     failed = [c for c in checks if not c.ok]
     if as_json:

@@ -19,36 +19,51 @@ def _app(settings):
     return configure(app, settings)
 
 
-def _attempt_progress(engine, study_id: str, keys: dict[tuple[str, int], int]):
+class _AttemptProgress:
     """(settled, total) over the attempts in `keys`: settled once their regrade count passes the
-    recorded one (regrade) or they have an outcome (new attempts, recorded as -1)."""
-    from evalq.results.store import attempts_of
+    recorded one (regrade) or they have an outcome (new attempts, recorded as -1); with a live
+    tally per outcome and the settled attempts' durations, for the progress bar."""
 
-    def count() -> tuple[int, int]:
-        rows = {(a.trial_id, a.attempt): a for a in attempts_of(engine, study_id)}
-        settled = 0
-        for key, before in keys.items():
+    def __init__(self, engine, study_id: str, keys: dict[tuple[str, int], int]):
+        self.engine, self.study_id, self.keys = engine, study_id, keys
+        self.tally: dict[str, int] = {}
+        self.durations: list[float] = []
+
+    def __call__(self) -> tuple[int, int]:
+        from evalq.results.store import attempts_of
+
+        rows = {(a.trial_id, a.attempt): a for a in attempts_of(self.engine, self.study_id)}
+        tally: dict[str, int] = {}
+        durations: list[float] = []
+        for key, before in self.keys.items():
             row = rows.get(key)
-            if row is None or row.outcome is None:
+            if row is None or row.outcome is None or not (before < 0 or row.regrades > before):
                 continue
-            if before < 0 or row.regrades > before:
-                settled += 1
-        return settled, len(keys)
+            tally[row.outcome] = tally.get(row.outcome, 0) + 1
+            start = row.started_at if before < 0 else (row.grade or {}).get("started_at")
+            end = row.finished_at if before < 0 else row.graded_at
+            if start is not None and end is not None:
+                durations.append(end - start)
+        self.tally, self.durations = tally, durations
+        return sum(tally.values()), len(self.keys)
 
-    return count
 
-
-def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int], int]) -> None:
+def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int], int],
+                    what: str) -> None:
     """With no broker, run local workers until the sent attempts settle, then rewrite the report."""
     if not settings.embedded or not keys:
         return
     from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.cli.run_cmd import _progress, echo_reports, write_study_report
+    from evalq.cli.progress import TrialProgress
+    from evalq.cli.run_cmd import echo_reports, write_study_report
 
     workers = LocalWorkers.start(settings)
+    counter = _AttemptProgress(engine, study_id, keys)
+    progress = TrialProgress(what, counter)
     try:
-        wait_for_study(_attempt_progress(engine, study_id, keys), _progress, workers=workers)
+        wait_for_study(counter, progress, workers=workers)
     finally:
+        progress.close()
         workers.stop()
     echo_reports(write_study_report(engine, settings, study_id))  # every format, not only JSON
 
@@ -62,11 +77,14 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     """Planned trials by state, outcome and worker host, from the database (they add up)."""
     from evalq.ops.failures import common_reasons, reason_lines
     from evalq.ops.status import render, study_status
+    from evalq.ops.status_watch import StatusWatch
 
     engine, _ = engine_and_settings()
     study_id = study_id_of(study)
+    # once: SQL aggregates; watching: the first tick reads the study, later ones what changed
+    tick = StatusWatch(engine, study_id).tick if watch else lambda: study_status(engine, study_id)
     while True:
-        current = study_status(engine, study_id)
+        current = tick()
         reasons = common_reasons(engine, study_id)
         text = "\n".join([render(current), *(["  failures:"] if reasons else []),
                           *reason_lines(reasons, "    ")])
@@ -83,6 +101,29 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
                 current.by_state["running"] == 0:
             return
         time.sleep(max(0.2, interval))
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable rows.")
+def studies(as_json: bool) -> None:
+    """Studies in the results database with planned and finished trial counts."""
+    from evalq.results.tallies import studies_overview
+
+    engine, _ = engine_and_settings()
+    rows = studies_overview(engine)
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+        return
+    if not rows:
+        click.echo("no studies yet: start one with `evalq run study.toml`")
+        return
+    width = max(len(r["study"]) for r in rows)
+    for r in rows:
+        notes = [n for n in ("cancelled" if r["cancelled"] else "",
+                             f"smoke run of {r['smoke_of']}" if r["smoke_of"] else "") if n]
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"]))
+        click.echo(f"{r['study']:<{width}}  {r['finished']:>7}/{r['planned']:<7} finished  "
+                   f"{when} UTC" + (f"  ({', '.join(notes)})" if notes else ""))
 
 
 @click.command()
@@ -104,7 +145,7 @@ def resubmit(study: str, outcome: str) -> None:
                "resubmitted as new attempts")
     new = {(a.trial_id, a.attempt): -1 for a in attempts_of(engine, study_id)
            if (a.trial_id, a.attempt) not in before}
-    _drain_embedded(settings, engine, study_id, new)
+    _drain_embedded(settings, engine, study_id, new, "resubmitted attempts")
 
 
 @click.command()
@@ -124,7 +165,7 @@ def regrade(study: str, outcome: str) -> None:
     summary = do_regrade(_app(settings), engine, study_id, outcome)
     click.echo(f"study {summary.study}: {summary.sent} attempt(s) with outcome {outcome} sent "
                f"to grading" + (f"; {summary.note}" if summary.note else ""))
-    _drain_embedded(settings, engine, study_id, chosen)
+    _drain_embedded(settings, engine, study_id, chosen, "regrades")
 
 
 @click.command()

@@ -56,10 +56,28 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
     manifest = load_manifest(study)
     engine, _ = engine_and_settings()
     pilot_data = load_pilot(engine, study_id_of(pilot))
-    result = make_plan(manifest, pilot_data, PlanTarget(effect, alpha, target_power),
-                       workers=workers, task_counts=_counts(tasks, "--tasks"),
-                       repetitions=_counts(reps, "--repetitions"), simulations=simulations,
-                       seed=seed, baseline=baseline, candidate=candidate)
+    from evalq.cli.progress import Tally, TrialProgress
+
+    import time
+
+    designs = Tally()
+    progress = TrialProgress("designs simulated", designs)
+    last = [time.monotonic()]
+
+    def on_design(done: int, total: int) -> None:  # one design at a time: its own duration
+        now = time.monotonic()
+        designs.add("simulated", now - last[0])
+        last[0] = now
+        progress(done, total)
+
+    try:
+        result = make_plan(manifest, pilot_data, PlanTarget(effect, alpha, target_power),
+                           workers=workers, task_counts=_counts(tasks, "--tasks"),
+                           repetitions=_counts(reps, "--repetitions"), simulations=simulations,
+                           seed=seed, baseline=baseline, candidate=candidate,
+                           on_design=on_design)
+    finally:
+        progress.close()
     lock_path = None
     if write_lock:
         _, lock_path = write_planning(manifest, result)

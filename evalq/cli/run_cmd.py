@@ -15,30 +15,6 @@ from evalq.report.write import write_reports
 from evalq.cli.common import STUDY, engine_and_settings, report_dir, study_id_of
 
 
-def _progress(finished: int, planned: int) -> None:
-    """A live bar on a terminal; in a log, one line per tenth of the study."""
-    width = 30
-    filled = int(width * finished / planned) if planned else width
-    line = f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{planned} trials finished"
-    if sys.stderr.isatty():
-        click.echo("\r" + line, nl=finished >= planned, err=True)
-        return
-    step = max(1, planned // 10)
-    if finished in (0, planned) or finished // step != (finished - 1) // step:
-        click.echo(line, err=True)
-
-
-def _finished_counter(engine, study_id):
-    from evalq.report.attempts import trial_views
-    from evalq.results.store import attempts_of, trials_of
-
-    def count() -> tuple[int, int]:
-        views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-        return sum(1 for v in views if v.settled), len(views)
-
-    return count
-
-
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
                        formats: tuple[str, ...] | None = None) -> dict[str, Path]:
     """Every report format (or those asked for) from one computed report."""
@@ -62,29 +38,41 @@ def echo_reports(paths: dict[str, Path]) -> None:
               help="With a broker: wait for the study to finish and write the report.")
 @click.option("--yes", is_flag=True,
               help="Accept the forecast of a study above EVALQ_CONFIRM_ABOVE trials (200).")
-def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) -> None:
+@click.option("--limit", type=int, default=None,
+              help="Smoke run: only the first N trials of the planned order, as study "
+                   "<id>.smokeN (its own status and report; the full study is untouched).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the run order and the forecast; enqueue nothing, write nothing.")
+def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
+        limit: int | None, dry_run: bool) -> None:
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
     """
-    from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
     from evalq.study.manifest import load_manifest
-    from evalq.ops.preflight import check_servers
-    from evalq.queue.app import app, configure
 
     settings = load_settings()
     study = load_manifest(manifest)
-    check_servers(settings)  # nothing is written before every server answers
-    if not resume:
-        from evalq.planning.gate import check_launch
+    if dry_run:  # reads the manifest only: no server, no lock, nothing under EVALQ_HOME
+        from evalq.cli.dry_run import print_dry_run
 
+        print_dry_run(study, limit, workers=concurrency if settings.embedded else None)
+        return
+    from evalq.ops.preflight import check_servers
+
+    check_servers(settings)  # nothing is written before every server answers
+    from evalq.queue.embedded import LocalWorkers, wait_for_study
+    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
+    from evalq.queue.app import app, configure
+    from evalq.planning.gate import check_launch, confirm_threshold
+
+    if not resume and not (limit and limit <= confirm_threshold()):  # a small smoke run: no gate
         check_launch(study, yes=yes, workers=concurrency if settings.embedded else None,
                      echo=lambda line: click.echo(line, err=True),
                      confirm=(lambda q: click.confirm(q, err=True)) if sys.stdin.isatty() else None)
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
-    engine, lock = register_study(study, settings)
+    engine, lock, study = register_study(study, settings, limit)
     mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
     try:
@@ -93,15 +81,21 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool) ->
                    f"{summary.finished} already finished ({mode}); lock "
                    f"{lock['lock_digest'][:23]}…", err=True)
         if workers is None and not wait:
-            click.echo(f"watch it with `evalq status {study.id}`; report with "
-                       f"`evalq report {study.id}`")
+            click.echo(f"follow it with: evalq status {study.id} --watch")
+            click.echo(f"report it with: evalq report {study.id}")
             return
         resend = (lambda: send_trials(app, study, engine, resume=True))
-        finished, planned = wait_for_study(_finished_counter(engine, study.id), _progress,
+        from evalq.cli.progress import TrialProgress
+        from evalq.results.progress import SettledCounter
+
+        counter = SettledCounter(engine, study.id)
+        progress = TrialProgress("trials", counter)
+        finished, planned = wait_for_study(counter, progress,
                                            workers=workers, resend=resend,
                                            stall_seconds=max(90.0, settings.lease_seconds * 1.5),
                                            sweep=make_sweeper(app, study, engine, settings),
                                            stop_when=_cancelled_and_quiet(engine, study.id))
+        progress.close()
     finally:
         if workers is not None:
             workers.stop()
@@ -138,7 +132,8 @@ def _cancelled_and_quiet(engine, study_id: str):
               help="Comma-separated: agents, grading, results.")
 @click.option("--concurrency", "-c", default=1, show_default=True)
 @click.option("--hostname", "-n", default=None, help="Worker node name (name@host).")
-@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.option("--log-level", "--loglevel", "-l", "loglevel", default="INFO", show_default=True,
+              help="The worker's log level (Celery's and evalq's).")
 def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
     """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
     from evalq.queue.app import QUEUES, app, configure
@@ -152,9 +147,12 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     if settings.embedded:
         click.echo("evalq: note: no EVALQ_BROKER_URL; this worker serves the embedded "
                    f"filesystem broker under {settings.home}", err=True)
+    # No gossip or mingle: evalq coordinates through the database, and Celery's gossip step
+    # fails to restart after a broker reconnect (kombu#582: closing its auto-delete queue on a
+    # dead connection raises AttributeError, logged as "Error on restarting Gossip").
     configure(app, settings)
     argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", "prefork",
-            "-l", loglevel, "-E"]
+            "-l", loglevel, "-E", "--without-gossip", "--without-mingle"]
     if hostname:
         argv += ["-n", hostname]
     app.worker_main(argv)

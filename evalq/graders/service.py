@@ -1,9 +1,18 @@
-"""The grading worker's task body: fetch the stored workspace, grade it, send the result on."""
+"""The grading worker's task body: claim the grading, grade the stored workspace, send the result.
+
+Like an agent run, a grading holds a database lease renewed by a heartbeat: a grader that dies
+mid-grade stops renewing, and a sweeper (ops/grading_sweep.py in grading and results workers,
+or the launcher's) re-sends the grading soon after the lease expires, whatever the broker's
+visibility timeout. A duplicate delivery finds the live lease and leaves. Regrades of finished
+attempts are operator actions and take no lease.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+import uuid
 from typing import Callable
 
 from evalq.artifacts import open_store
@@ -11,6 +20,9 @@ from evalq.config import Settings, load_settings
 from evalq.errors import EvalqError
 from evalq.fixtures.cache import cached_fixture
 from evalq.graders.grade import GRADER_VERSION, grade_archive
+from evalq.queue.messages import trial_label
+from evalq.results.lease import Heartbeat
+from evalq.results.store import claim_grading, init_db
 
 log = logging.getLogger("evalq.grading")
 
@@ -19,6 +31,31 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
                   settings: Settings | None = None) -> str:
     """Grade one attempt; `send(task_name, payload)` hands the result to the results queue."""
     settings = settings or load_settings()
+    label = trial_label(payload["trial_id"], payload["attempt"])
+    heartbeat = None
+    if not payload.get("regrade"):
+        engine = init_db(settings.database_url)
+        owner = f"grader:{hostname or os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        ok, why = claim_grading(engine, payload["trial_id"], payload["attempt"], owner,
+                                settings.lease_seconds)
+        if not ok:
+            log.info("not grading %s: %s", label, why)
+            return why
+        heartbeat = Heartbeat(engine, payload, owner, settings.lease_seconds)
+        heartbeat.start()
+    log.info("grading %s", label)
+    try:
+        message = _graded(payload, hostname, settings)
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()
+    log.info("graded %s: %s; sending the result", label, message["outcome"])
+    send("evalq.record_result", message)  # retried while the broker is away (queue/tasks.py)
+    return message["outcome"]
+
+
+def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
+    """The record_result message: the payload plus outcome, reason, criteria and grade."""
     started = time.time()
     try:
         store = open_store(settings.artifacts_url)
@@ -37,7 +74,5 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
     grade["started_at"] = started
-    message = dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
-                   graded_at=time.time())
-    send("evalq.record_result", message)
-    return outcome
+    return dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
+                graded_at=time.time())

@@ -21,7 +21,7 @@ from evalq.results.store import (AttemptRow, TrialRow, create_attempts, latest_a
                      set_cancelled)
 from evalq.queue.launch import publish_run_messages
 from evalq.study.budgets import effective_limits, time_limits_for
-from evalq.queue.messages import grading_payload
+from evalq.ops.recovery import send_grading
 
 RESUBMITTABLE = ("infrastructure_failure", "grading_failure", "timed_out")
 REGRADABLE = ("grading_failure", "correct", "incorrect")
@@ -80,10 +80,7 @@ def regrade(app, engine, study_id: str, outcome: str = "grading_failure") -> Act
                                                      AttemptRow.outcome == outcome)).all()
     usable = [(trials[r.trial_id], r) for r in rows
               if r.trial_id in trials and r.artifacts and r.artifacts.get("workspace")]
-    with app.producer_or_acquire() as producer:
-        for trial, row in usable:
-            app.send_task("evalq.grade_trial", args=[grading_payload(trial, row, regrade=True)],
-                          producer=producer)
+    send_grading(app, usable, regrade=True)
     skipped = len(rows) - len(usable)
     note = f"{skipped} without a stored workspace skipped" if skipped else ""
     return ActionSummary(study_id, len(rows), len(usable), note)

@@ -2,8 +2,11 @@
 
 * a running attempt whose lease expired (its worker died, its host lost the network) gets its
   run_trial message again; the claim lets exactly one delivery take it;
-* an attempt stuck in 'grading' (agent done, artifacts stored, grading message lost) gets a
-  grade_trial message rebuilt from the stored row, without re-running the agent;
+* a grading whose grader died (its lease expired) is re-sent within about a lease, as grading
+  and results workers do without a launcher (ops/grading_sweep.py; one sender per expiry);
+* an attempt stuck in 'grading' that no grader ever took (agent done, artifacts stored,
+  grading message lost) gets a grade_trial message rebuilt from the stored row, without
+  re-running the agent, after a grace long enough for a grading backlog;
 * when the broker restarted (Redis run id changed) every pending trial is re-sent, since a
   broker without persistence forgets its queues.
 Duplicates are harmless: claims and idempotent upserts absorb them.
@@ -15,14 +18,17 @@ import logging
 import time
 from typing import Optional
 
-from evalq.queue.messages import grading_payload
+from evalq.ops.grading_sweep import resend_stranded_gradings
+from evalq.queue.messages import grading_payload, shown_as
 from evalq.results.store import latest_attempts
 
 log = logging.getLogger("evalq.recovery")
 
 def stranded(engine, study_id: str, grading_grace: float,
              now: Optional[float] = None) -> tuple[list, list]:
-    """(expired running attempts, grading attempts older than grading_grace) as (trial, row)."""
+    """(expired running attempts, never-claimed gradings older than grading_grace) as (trial, row).
+
+    Gradings a grader claimed are the lease sweep's (resend_stranded_gradings), not this."""
     now = time.time() if now is None else now
     trials, latest = latest_attempts(engine, study_id)
     expired, grading = [], []
@@ -31,17 +37,19 @@ def stranded(engine, study_id: str, grading_grace: float,
             continue
         if row.state == "running" and (row.lease_expires_at or 0) < now:
             expired.append((trials[trial_id], row))
-        elif row.state == "grading" and row.artifacts and \
+        elif row.state == "grading" and row.artifacts and row.lease_expires_at is None and \
                 (row.agent_finished_at or 0) < now - grading_grace:
             grading.append((trials[trial_id], row))
     return expired, grading
 
 
-def send_grading(app, items: list) -> int:
+def send_grading(app, items: list, regrade: bool = False) -> int:
+    """grade_trial messages for stored (trial, attempt row) pairs, named by their trial."""
     with app.producer_or_acquire() as producer:
         for trial, row in items:
-            app.send_task("evalq.grade_trial", args=[grading_payload(trial, row)],
-                          producer=producer)
+            payload = grading_payload(trial, row, regrade=regrade)
+            app.send_task("evalq.grade_trial", args=[payload], producer=producer,
+                          **shown_as("evalq.grade_trial", payload))
     return len(items)
 
 
@@ -69,10 +77,11 @@ class Sweeper:
     """
 
     def __init__(self, app, engine, study_id: str, broker_url: Optional[str], every: float,
-                 grading_grace: float, resend_all, resend_expired):
+                 grading_grace: float, resend_all, resend_expired, lease_seconds: float = 60.0):
         self.app, self.engine, self.study_id = app, engine, study_id
         self.broker_url, self.every, self.grading_grace = broker_url, every, grading_grace
         self.resend_all, self.resend_expired = resend_all, resend_expired
+        self.lease_seconds = lease_seconds
         self.last = time.monotonic()
         self.run_id = broker_run_id(broker_url)
         self.sent_for: dict[tuple[str, int, str], float] = {}
@@ -85,6 +94,9 @@ class Sweeper:
             self._sweep()
         except Exception as exc:  # broker or database blip: try again next time
             log.warning("recovery sweep failed (will retry): %s", exc)
+
+    def _send(self, task_name: str, payload: dict) -> None:
+        self.app.send_task(task_name, args=[payload], **shown_as(task_name, payload))
 
     def _fresh(self, items: list, kind: str) -> list:
         """Leave out what this sweeper re-sent less than a grace ago (give it time to run)."""
@@ -106,6 +118,7 @@ class Sweeper:
             return
         if run_id is not None:
             self.run_id = run_id
+        resend_stranded_gradings(self.engine, self._send, self.lease_seconds)
         expired, grading = stranded(self.engine, self.study_id, self.grading_grace)
         expired = self._fresh(expired, "run")
         if expired:

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from evalq.models import OUTCOMES
-from evalq.report.attempts import trial_views
-from evalq.results.store import attempts_of, read_study, trials_of
+from evalq.results.store import read_study
+from evalq.results.tallies import study_tallies
 from evalq.ops.environments import describe, study_environment_flag
 
 PENDING_STATES = ("unsent", "queued", "running", "grading", "cancelled")
@@ -41,45 +41,37 @@ class StudyStatus:
         return asdict(self)
 
 
-def trial_bucket(view) -> tuple[str, str]:
-    """('state', name) for a pending trial, ('outcome', name) for a finished one."""
-    latest = view.attempts[-1] if view.attempts else None
-    if latest is None:
-        return "state", "unsent"
-    if latest.outcome is None:
-        return "state", latest.state if latest.state in PENDING_STATES else "queued"
-    return "outcome", view.outcome
-
-
 def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus:
+    """Counted by the database (results/tallies.py): a tick costs a few aggregates, not a view
+    of every trial. `evalq status --watch` keeps counts current instead (ops/status_watch.py)."""
     now = time.time() if now is None else now
     study = read_study(engine, study_id)
-    trials = trials_of(engine, study_id)
-    attempts = attempts_of(engine, study_id)
-    views = trial_views(trials, attempts)
+    return status_from_counts(study_id, bool(study.cancelled), study_tallies(engine, study_id, now))
+
+
+def status_from_counts(study_id: str, cancelled: bool, t: dict) -> StudyStatus:
+    """A StudyStatus from raw counts: latest pending states, counted outcomes, named hosts,
+    first-attempt outcomes (study_tallies' keys); what is not counted is unsent/pending/no host."""
+    planned = t["planned"]
     by_state = {s: 0 for s in PENDING_STATES}
+    by_state["unsent"] = t["unsent"]
+    for state, n in t["states"].items():
+        name = state if state in PENDING_STATES else "queued"
+        by_state[name] += n
     by_outcome = {o: 0 for o in OUTCOMES}
+    by_outcome.update({k: v for k, v in t["outcomes"].items() if v})
     first = {o: 0 for o in OUTCOMES}
-    first["pending"] = 0
-    by_host: dict[str, int] = {}
-    for view in views:
-        kind, name = trial_bucket(view)
-        bucket = by_state if kind == "state" else by_outcome
-        bucket[name] = bucket.get(name, 0) + 1
-        hosts = [a.worker_host for a in view.attempts if a.worker_host]
-        host = hosts[-1] if hosts else NO_HOST
-        by_host[host] = by_host.get(host, 0) + 1
-        first_outcome = view.first.outcome if view.first else "pending"
-        first[first_outcome] = first.get(first_outcome, 0) + 1
-    expired = sum(1 for a in attempts if a.outcome is None and a.state == "running"
-                  and a.lease_expires_at is not None and a.lease_expires_at < now)
-    flag = study_environment_flag(attempts)
-    planned = len(views)
+    first.update({k: v for k, v in t["first"].items() if v})
+    first["pending"] = planned - sum(t["first"].values())
+    by_host = {k: v for k, v in t["hosts"].items() if v}
+    if planned - sum(by_host.values()):
+        by_host[NO_HOST] = planned - sum(by_host.values())
+    flag = study_environment_flag(t["environments"])
     status = StudyStatus(study=study_id, planned=planned,
-                         finished=sum(by_outcome.values()), cancelled_flag=bool(study.cancelled),
+                         finished=sum(by_outcome.values()), cancelled_flag=cancelled,
                          by_state=by_state, by_outcome=by_outcome,
                          by_host=dict(sorted(by_host.items())), first_attempt_outcomes=first,
-                         attempts=len(attempts), expired_leases=expired, environments=flag,
+                         attempts=t["attempts"], expired_leases=t["expired"], environments=flag,
                          environments_note=describe(flag))
     status.checks = {
         "states_and_outcomes_add_up": sum(by_state.values()) + sum(by_outcome.values()) == planned,

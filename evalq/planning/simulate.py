@@ -135,11 +135,18 @@ def simulate_design(draw: Draw, tasks: int, repetitions: int, *, effect: float, 
                         ci_half_width=float(np.mean(widths)), simulations=simulations, seed=seed)
 
 
-def power_grid(draw: Draw, task_counts: Iterable[int], repetitions: Iterable[int], **kwargs: Any,
+def power_grid(draw: Draw, task_counts: Iterable[int], repetitions: Iterable[int], *,
+               on_design: Optional[Callable[[int, int], None]] = None, **kwargs: Any,
                ) -> list[DesignResult]:
-    """simulate_design over every (tasks, repetitions) pair, fewest tasks first."""
-    return [simulate_design(draw, n, k, **kwargs)
-            for n in sorted(set(task_counts)) for k in sorted(set(repetitions))]
+    """simulate_design over every (tasks, repetitions) pair, fewest tasks first;
+    `on_design(done, total)` is told after each (a progress bar)."""
+    pairs = [(n, k) for n in sorted(set(task_counts)) for k in sorted(set(repetitions))]
+    results = []
+    for n, k in pairs:
+        results.append(simulate_design(draw, n, k, **kwargs))
+        if on_design is not None:
+            on_design(len(results), len(pairs))
+    return results
 
 
 def smallest_design(results: Iterable[DesignResult], target_power: float) -> Optional[DesignResult]:

@@ -136,8 +136,11 @@ def make_plan(study: Any, pilot: Pilot, target: PlanTarget = PlanTarget(), *,
               repetitions: Optional[Sequence[int]] = None,
               simulations: int = DEFAULT_SIMULATIONS, permutations: int = DEFAULT_PERMUTATIONS,
               resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-              baseline: Optional[str] = None, candidate: Optional[str] = None) -> dict[str, Any]:
-    """The whole plan as plain data; ``study`` is a loaded manifest (evalq.study.manifest.Study)."""
+              baseline: Optional[str] = None, candidate: Optional[str] = None,
+              on_design=None) -> dict[str, Any]:
+    """The whole plan as plain data; ``study`` is a loaded manifest (evalq.study.manifest.Study).
+
+    ``on_design(done, total)`` hears of each simulated design (the CLI's progress bar)."""
     target.check()
     shape = StudyShape.of(study)
     if shape.metric not in SUPPORTED_METRICS:
@@ -151,7 +154,7 @@ def make_plan(study: Any, pilot: Pilot, target: PlanTarget = PlanTarget(), *,
     reps = sorted(set(repetitions or DEFAULT_REPETITIONS) | {shape.repetitions})
     settings = dict(effect=target.effect, alpha=target.alpha, simulations=simulations,
                     permutations=permutations, resamples=resamples, seed=seed)
-    grid = power_grid(sampler, tasks, reps, **settings)
+    grid = power_grid(sampler, tasks, reps, on_design=on_design, **settings)
     current = next(r for r in grid if (r.tasks, r.repetitions) == (shape.tasks, shape.repetitions))
     chosen = smallest_design(grid, target.power)
     dists = run_distributions(pilot)

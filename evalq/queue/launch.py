@@ -6,6 +6,8 @@ is not visibly in flight gets its message (re)sent; one with an outcome is left 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -17,7 +19,7 @@ from evalq.artifacts import open_store
 from evalq.config import Settings, visibility_for
 from evalq.errors import UserError
 from evalq.fixtures.cache import publish_fixture
-from evalq.queue.messages import arguments_shown, message_for
+from evalq.queue.messages import message_for, shown_as, trial_label
 from evalq.queue.publish import batch_sender
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
@@ -26,6 +28,8 @@ from evalq.study.manifest import Study
 from evalq.study.order import plan_trials
 from evalq.results.store import (AttemptRow, StudyRow, TrialRow, create_attempts, init_db, latest_attempts,
                     save_study)
+
+log = logging.getLogger("evalq.queue.launch")
 
 
 @dataclass
@@ -36,18 +40,48 @@ class LaunchSummary:
     in_flight: int
 
 
-def register_study(study: Study, settings: Settings):
-    """Freeze (or check the lock), plan, and insert the study and its trials. Returns the engine."""
+def smoke_study(study: Study, limit: int) -> Study:
+    """The study as a smoke run of its first `limit` trials, under an id of its own.
+
+    The subset is the first `limit` trials of the blocked-randomized order (whole blocks first,
+    so every condition appears as early as the order allows). Its own id (`<id>.smoke<N>`) keeps
+    its trials, status and report apart from the full study's, which can still run in full.
+    """
+    if limit < 1:
+        raise UserError(f"--limit {limit} selects no trial", field="--limit",
+                        fix="give a positive number of trials, e.g. --limit 4")
+    manifest = study.manifest.model_copy(update={"id": f"{study.id}.smoke{limit}"})
+    return dataclasses.replace(study, manifest=manifest)
+
+
+def planned_rows(study: Study, limit: int | None = None) -> list:
+    """The study's trials in run order (PlannedTrial), or the first `limit` of them."""
+    manifest = study.manifest
+    planned = plan_trials(study.id, [f.id for f in study.fixtures],
+                          [c.name for c in manifest.conditions], manifest.repetitions,
+                          manifest.seed)
+    return planned[:limit] if limit else planned
+
+
+def register_study(study: Study, settings: Settings, limit: int | None = None):
+    """Freeze (or check the lock), plan, and insert the study and its trials.
+
+    Returns (engine, lock, study); with `limit`, the study is the smoke run (smoke_study) and its
+    lock records what it is a subset of, so no report or status mistakes it for the full study.
+    """
     lock = verify_lock(study) or freeze(study)
+    if limit is not None:
+        full_id = study.id
+        study = smoke_study(study, limit)
+        lock = dict(lock, smoke={"of": full_id, "limit": limit,
+                                 "chosen": "the first trials of the blocked-randomized order"})
     engine = init_db(settings.database_url)
     store = open_store(settings.artifacts_url)
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
     if study.skills:  # workers install skills from the store, checked against the lock
         lock = dict(lock, published_skills=publish_skills(store, study.skills))
     manifest = study.manifest
-    planned = plan_trials(study.id, [f.id for f in study.fixtures],
-                          [c.name for c in manifest.conditions], manifest.repetitions,
-                          manifest.seed)
+    planned = planned_rows(study, limit)
     digests = {f.id: f.digest for f in study.fixtures}
     row = StudyRow(id=study.id, manifest=manifest.model_dump(mode="json"),
                    manifest_path=str(study.path), lock=lock, lock_digest=lock["lock_digest"],
@@ -57,7 +91,7 @@ def register_study(study: Study, settings: Settings):
                    condition=p.condition, repetition=p.repetition, block=p.block,
                    order_index=p.order_index) for p in planned]
     save_study(engine, row, trials)
-    return engine, lock
+    return engine, lock, study
 
 
 def settings_for_study(settings: Settings, study: Study) -> Settings:
@@ -88,8 +122,10 @@ def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
             if trial.fixture_id not in limits:
                 limits[trial.fixture_id] = limits_of(trial.fixture_id)
             soft, hard = limits[trial.fixture_id]
-            sender.send("evalq.run_trial", [message_for(trial, attempt, max_claims, visibility)],
-                        arguments_shown(trial.id, attempt), soft, hard)
+            message = message_for(trial, attempt, max_claims, visibility)
+            shown = shown_as("evalq.run_trial", message)
+            sender.send("evalq.run_trial", [message], shown["argsrepr"], soft, hard,
+                        shown["shadow"])
     return len(to_send)
 
 
@@ -97,12 +133,13 @@ def make_sweeper(app, study: Study, engine, settings: Settings):
     """The launcher's periodic recovery: expired leases, lost grading messages, broker restarts."""
     from evalq.ops.recovery import Sweeper
 
-    every = max(1.0, settings.lease_seconds / 2)
+    every = max(1.0, settings.lease_seconds / 4)  # a dead grader's trial back within ~a lease
     return Sweeper(app, engine, study.id, settings.broker_url, every=every,
                    grading_grace=max(settings.visibility_seconds, 4 * settings.lease_seconds),
                    resend_all=lambda: send_trials(app, study, engine, resume=True),
                    resend_expired=lambda items: send_run_messages(
-                       app, study, [(t, r.attempt) for t, r in items]))
+                       app, study, [(t, r.attempt) for t, r in items]),
+                   lease_seconds=settings.lease_seconds)
 
 
 def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
@@ -142,6 +179,9 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
                     AttemptRow.state == "cancelled").values(state="queued"))
             session.commit()
     send_run_messages(app, study, to_send)
+    if to_send:
+        log.info("study %s: sent %d run_trial message(s), first %s", study.id, len(to_send),
+                 trial_label(to_send[0][0].id, to_send[0][1]))
     if resume:  # attempts stuck in grading (message lost): grade the stored artifacts again
         from evalq.ops.recovery import send_grading
 

@@ -41,9 +41,19 @@ def message_for(trial: TrialRow, attempt: int, max_claims: int,
     return message
 
 
-def arguments_shown(trial_id: str, attempt: int) -> str:
-    """What Flower shows as a task's arguments: readable, and cheaper than Celery's saferepr."""
-    return f"trial={trial_id} attempt={attempt}"
+def trial_label(trial_id: str, attempt: int) -> str:
+    """`study/task/condition/rN#a`: how Flower, worker logs and operators name one attempt.
+
+    It is each message's argsrepr (Flower's task list) and its shadow name (worker log lines
+    such as "Task evalq.run_trial[...] received" read "Task <label>[...]" instead), and
+    cheaper than Celery's saferepr of the payload.
+    """
+    return f"{trial_id}#{attempt}"
+
+
+def shadow_name(task_name: str, trial_id: str, attempt: int) -> str:
+    """The name a worker logs and Flower lists for a message: the task and its trial."""
+    return f"{task_name.removeprefix('evalq.')} {trial_label(trial_id, attempt)}"
 
 
 def result_payload(ref: dict, **fields) -> dict:
@@ -52,3 +62,9 @@ def result_payload(ref: dict, **fields) -> dict:
                                 "repetition", "fixture_ref", "fixture_digest")}
     base.update(fields)
     return base
+
+
+def shown_as(task_name: str, payload: dict) -> dict[str, str]:
+    """send_task options that name a message by its trial in Flower and in worker logs."""
+    return {"argsrepr": trial_label(payload["trial_id"], payload["attempt"]),
+            "shadow": shadow_name(task_name, payload["trial_id"], payload["attempt"])}

@@ -37,15 +37,17 @@ class Batch:
         self._queued = 0
         self._declared: set[str] = set()
 
-    def send(self, name: str, args: list, argsrepr: str, soft: float, hard: float) -> None:
+    def send(self, name: str, args: list, argsrepr: str, soft: float, hard: float,
+             shadow: Optional[str] = None) -> None:
+        """One message; `argsrepr` and `shadow` are what Flower and worker logs show for it."""
         template = self.templates.get(name)
         if template is not None and _no_publish_hooks():
             self._push_to(template["list_key"], _filled(template, args, argsrepr, soft, hard,
-                                                        self.channel))
+                                                        self.channel, shadow))
             return
         declare = {"declare": []} if name in self._declared else {}
         self.app.send_task(name, args=args, soft_time_limit=soft, time_limit=hard,
-                           producer=self.producer, argsrepr=argsrepr, **declare)
+                           producer=self.producer, argsrepr=argsrepr, shadow=shadow, **declare)
         self._declared.add(name)  # kombu re-declares the queue per message unless told not to
         if self._captured is not None:
             self._remember(name, args, self._captured)
@@ -91,10 +93,10 @@ class Batch:
 
 
 def _filled(template: dict[str, Any], args: list, argsrepr: str, soft: float, hard: float,
-            channel) -> dict[str, Any]:
+            channel, shadow: Optional[str] = None) -> dict[str, Any]:
     task_id = str(uuid4())
     headers = dict(template["headers"], id=task_id, root_id=task_id, argsrepr=argsrepr,
-                   timelimit=[hard, soft])
+                   shadow=shadow, timelimit=[hard, soft])
     props = dict(template["properties"], correlation_id=task_id, argsrepr=argsrepr,
                  delivery_tag=str(uuid4()),
                  delivery_info=dict(template["properties"]["delivery_info"]))

@@ -8,20 +8,13 @@ from sqlalchemy.exc import DBAPIError
 
 from evalq.graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
 from evalq.graders.service import grade_message
+from evalq.ops import worker_sweeps  # noqa: F401  (run folders, stranded gradings)
 from evalq.queue.app import app
+from evalq.queue.sending import send
 from evalq.results.service import record_message
 from evalq.workers.runner import run_trial_message
 
 log = logging.getLogger("evalq.queue.tasks")
-
-#: while the broker is away (a Redis restart), a hop keeps trying for about a minute
-RETRY_POLICY = {"max_retries": 30, "interval_start": 0.5, "interval_step": 0.5,
-                "interval_max": 2.0}
-
-
-def send(task_name: str, payload: dict) -> None:
-    """Publish the next hop's message; every hop (agents, grading) retries the same way."""
-    app.send_task(task_name, args=[payload], retry=True, retry_policy=RETRY_POLICY)
 
 
 @app.task(name="evalq.run_trial", bind=True)

@@ -11,7 +11,7 @@ import time
 from functools import lru_cache
 from typing import Any, Iterable, Optional
 
-from sqlalchemy import JSON, Column, UniqueConstraint, event, func, or_, update
+from sqlalchemy import JSON, Column, Index, UniqueConstraint, event, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -49,7 +49,10 @@ class TrialRow(SQLModel, table=True):
 
 class AttemptRow(SQLModel, table=True):
     __tablename__ = "attempts"
-    __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),)
+    __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),
+                      # sweeps look for stranded gradings by state and lease, not per study
+                      Index("ix_attempt_state_lease", "state", "lease_expires_at"),
+                      Index("ix_attempt_study_updated", "study_id", "updated_at"))
     id: Optional[int] = Field(default=None, primary_key=True)
     trial_id: str = Field(index=True, foreign_key="trials.id")
     study_id: str = Field(index=True)
@@ -72,6 +75,26 @@ class AttemptRow(SQLModel, table=True):
     artifacts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     regrades: int = 0
+    #: set by every write (Column onupdate, and explicitly where Core bypasses it): what a
+    #: watching status reads to stay current in O(changes) (ops/status_watch.py)
+    updated_at: Optional[float] = Field(default=None, sa_column_kwargs={
+        "default": time.time, "onupdate": time.time})
+
+
+class AttemptEvent(SQLModel, table=True):
+    """Append-only: an attempt was created (outcome None) or got an outcome.
+
+    Progress counters read only the events after their cursor, so a launcher's tick costs
+    O(changes) rather than re-reading every trial (results/progress.py, bench/).
+    """
+    __tablename__ = "attempt_events"
+    __table_args__ = (Index("ix_event_study_seq", "study_id", "id"),)
+    id: Optional[int] = Field(default=None, primary_key=True)
+    study_id: str
+    trial_id: str
+    attempt: int
+    outcome: Optional[str] = None
+    duration: Optional[float] = None  # seconds from the attempt's start to its result
 
 
 TERMINAL_STATES = ("done", "cancelled")
@@ -141,42 +164,55 @@ def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, 
     """Queued attempt rows, created before their messages are sent (idempotent)."""
     now = time.time()
     rows = [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t], state="queued",
-                 enqueued_at=now, claims=0, regrades=0) for t in trial_ids]
+                 enqueued_at=now, claims=0, regrades=0, updated_at=now) for t in trial_ids]
     with Session(engine) as session:
         insert_missing(session.connection(), AttemptRow.__table__, rows,
                        conflict=["trial_id", "attempt"])
+        if rows:  # a repeat is harmless: counters let an attempt's outcome outrank its creation
+            session.execute(AttemptEvent.__table__.insert(),
+                            [dict(study_id=study_id, trial_id=t, attempt=attempt_of[t])
+                             for t in trial_ids])
         session.commit()
 
 
 # ------------------------------------------------------------------ leases (agent workers)
-def claim(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float,
-          max_claims: int) -> tuple[bool, str]:
-    """Atomically take the attempt's lease; (False, why) when someone else holds a live one."""
-    now = time.time()
+def _take(engine: Engine, trial_id: str, attempt: int, where: list, values: dict):
+    """One atomic UPDATE of an unfinished attempt under `where`: (True, None) when it took,
+    else (False, the row as it is now, or None) for the caller to say why."""
     with Session(engine) as session:
         result = session.execute(
             update(AttemptRow)
             .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
-                   AttemptRow.outcome.is_(None), AttemptRow.state.in_(("queued", "running")),
-                   AttemptRow.claims < max_claims,
-                   or_(AttemptRow.lease_expires_at.is_(None),
-                       AttemptRow.lease_expires_at < now))
-            .values(lease_owner=owner, lease_expires_at=now + lease_seconds, state="running",
-                    started_at=now, claims=AttemptRow.claims + 1))
+                   AttemptRow.outcome.is_(None), *where).values(**values))
         session.commit()
         if result.rowcount == 1:
-            return True, "claimed"
-        row = session.exec(select(AttemptRow).where(AttemptRow.trial_id == trial_id,
-                                                    AttemptRow.attempt == attempt)).first()
-        if row is None:
-            return False, "no such attempt"
-        if row.outcome is not None:
-            return False, f"already finished as {row.outcome}"
-        if row.claims >= max_claims:
-            return False, "claim cap reached"
-        if row.state not in ("queued", "running"):
-            return False, f"attempt is {row.state}"
-        return False, f"leased by {row.lease_owner} until {row.lease_expires_at:.0f}"
+            return True, None
+        return False, session.exec(select(AttemptRow).where(
+            AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt)).first()
+
+
+def claim(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float,
+          max_claims: int) -> tuple[bool, str]:
+    """Atomically take the attempt's lease; (False, why) when someone else holds a live one."""
+    now = time.time()
+    taken, row = _take(engine, trial_id, attempt,
+                       [AttemptRow.state.in_(("queued", "running")),
+                        AttemptRow.claims < max_claims,
+                        or_(AttemptRow.lease_expires_at.is_(None),
+                            AttemptRow.lease_expires_at < now)],
+                       dict(lease_owner=owner, lease_expires_at=now + lease_seconds,
+                            state="running", started_at=now, claims=AttemptRow.claims + 1))
+    if taken:
+        return True, "claimed"
+    if row is None:
+        return False, "no such attempt"
+    if row.outcome is not None:
+        return False, f"already finished as {row.outcome}"
+    if row.claims >= max_claims:
+        return False, "claim cap reached"
+    if row.state not in ("queued", "running"):
+        return False, f"attempt is {row.state}"
+    return False, f"leased by {row.lease_owner} until {row.lease_expires_at:.0f}"
 
 
 def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds: float) -> bool:
@@ -188,6 +224,85 @@ def renew(engine: Engine, trial_id: str, attempt: int, owner: str, lease_seconds
             .values(lease_expires_at=time.time() + lease_seconds))
         session.commit()
         return result.rowcount == 1
+
+
+#: lease_owner of a grading a sweeper re-sent: the next grading delivery may take it at once
+RESENT = "(re-sent)"
+
+
+def claim_grading(engine: Engine, trial_id: str, attempt: int, owner: str,
+                  lease_seconds: float) -> tuple[bool, str]:
+    """Take the lease of an attempt waiting for its grade, as `claim` does for agent runs.
+
+    Free when no grader holds it (fresh from the agent, or re-sent by a sweeper) or when the
+    last grader's lease expired (it died mid-grade). (False, why) otherwise.
+    """
+    now = time.time()
+    taken, row = _take(engine, trial_id, attempt,
+                       [AttemptRow.state == "grading",
+                        or_(AttemptRow.lease_expires_at.is_(None),
+                            AttemptRow.lease_owner == RESENT, AttemptRow.lease_expires_at < now)],
+                       dict(lease_owner=owner, lease_expires_at=now + lease_seconds))
+    if taken:
+        return True, "claimed"
+    if row is None:
+        return False, "no such attempt"
+    if row.outcome is not None:
+        return False, f"already graded as {row.outcome}"
+    if row.state != "grading":
+        return False, f"attempt is {row.state}"
+    return False, f"graded by {row.lease_owner} until {row.lease_expires_at:.0f}"
+
+
+def reserve_stranded_gradings(engine: Engine, lease_seconds: float,
+                              unclaimed: bool = False) -> list[tuple[str, int]]:
+    """(trial_id, attempt) of gradings whose grader's lease expired, each reserved for one re-send.
+
+    The reservation (owner RESENT, a fresh lease) is a compare-and-set on the old expiry, so
+    of several sweepers (launchers, grading workers) exactly one re-sends each; if that message
+    is lost too, the reservation expires and the next sweep re-sends again. With `unclaimed`,
+    gradings no grader has taken yet are included (after a broker restart lost their messages).
+    """
+    now = time.time()
+    table = AttemptRow.__table__.c
+    expired = table.lease_expires_at < now
+    where = or_(expired, table.lease_expires_at.is_(None)) if unclaimed else expired
+    with engine.connect() as conn:
+        found = conn.execute(select(table.id, table.trial_id, table.attempt,
+                                    table.lease_expires_at)
+                             .where(table.state == "grading", table.outcome.is_(None), where,
+                                    table.artifacts.isnot(None))).all()
+        reserved = []
+        for row_id, trial_id, attempt, old in found:
+            same = table.lease_expires_at.is_(None) if old is None else \
+                table.lease_expires_at == old
+            done = conn.execute(update(AttemptRow.__table__)
+                                .where(table.id == row_id, table.state == "grading",
+                                       table.outcome.is_(None), same)
+                                .values(lease_owner=RESENT,
+                                        lease_expires_at=now + lease_seconds))
+            if done.rowcount == 1:
+                reserved.append((trial_id, attempt))
+        conn.commit()
+    return reserved
+
+
+def grading_items(engine: Engine, keys: list[tuple[str, int]]) -> list[tuple[Any, Any]]:
+    """(trial, attempt row) Records for the given keys: what a grade_trial message is built from."""
+    if not keys:
+        return []
+    trials_c, attempts_c = TrialRow.__table__.c, AttemptRow.__table__.c
+    wanted = set(keys)
+    items = []
+    with engine.connect() as conn:
+        for chunk in range(0, len(keys), 500):
+            ids = list({k[0] for k in keys[chunk:chunk + 500]})
+            trials = {r.id: Record(dict(r._mapping)) for r in
+                      conn.execute(select(trials_c).where(trials_c.id.in_(ids)))}
+            for row in conn.execute(select(attempts_c).where(attempts_c.trial_id.in_(ids))):
+                if (row.trial_id, row.attempt) in wanted and row.trial_id in trials:
+                    items.append((trials[row.trial_id], Record(dict(row._mapping))))
+    return items
 
 
 def mark_state(engine: Engine, trial_id: str, attempt: int, owner: Optional[str] = None,
@@ -220,6 +335,12 @@ RESULT_FIELDS = ("outcome", "reason", "worker_host", "worker_env", "started_at",
                  "artifacts", "grade")
 
 
+def _duration(payload: dict[str, Any]) -> Optional[float]:
+    start, end = payload.get("started_at"), payload.get("finished_at")
+    return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) \
+        else None
+
+
 def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = False) -> bool:
     """Upsert one attempt's result. A repeat of a recorded result changes nothing.
 
@@ -228,7 +349,7 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
     """
     insert = _insert(engine)
     values = {k: payload.get(k) for k in RESULT_FIELDS if k in payload}
-    values.update(state="done", lease_expires_at=None)
+    values.update(state="done", lease_expires_at=None, updated_at=time.time())
     base = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
                 study_id=payload["study_id"], claims=0, regrades=0)
     statement = insert(AttemptRow).values(**base, **values)
@@ -243,6 +364,11 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
                                                 set_=update_values, where=condition)
     with Session(engine) as session:
         result = session.execute(statement)
+        if result.rowcount == 1:
+            session.execute(AttemptEvent.__table__.insert().values(
+                study_id=payload["study_id"], trial_id=payload["trial_id"],
+                attempt=payload["attempt"], outcome=payload.get("outcome"),
+                duration=_duration(payload)))
         session.commit()
         return result.rowcount == 1
 

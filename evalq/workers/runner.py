@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 import uuid
 from typing import Callable
@@ -23,8 +22,10 @@ from evalq.fixtures.fixture import materialize
 from evalq.fixtures.archive import pack_workspace
 from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
-from evalq.queue.messages import result_payload
-from evalq.results.store import claim, init_db, is_cancelled, mark_state, read_study, renew
+from evalq.ops.run_folders import record_owner
+from evalq.queue.messages import result_payload, trial_label
+from evalq.results.lease import Heartbeat
+from evalq.results.store import claim, init_db, is_cancelled, mark_state, read_study
 from evalq.workers.agents.base import AgentContext
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
@@ -36,28 +37,6 @@ log = logging.getLogger("evalq.runner")
 
 #: publishes one message: (task name, payload)
 Send = Callable[[str, dict], None]
-
-
-class Heartbeat(threading.Thread):
-    """Renews the lease every third of its length until stopped."""
-
-    def __init__(self, engine, ref: dict, owner: str, lease_seconds: float):
-        super().__init__(daemon=True)
-        self.engine, self.ref, self.owner, self.lease = engine, ref, owner, lease_seconds
-        self.stopped = threading.Event()
-        self.lost = False
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.lease / 3):
-            try:
-                if not renew(self.engine, self.ref["trial_id"], self.ref["attempt"], self.owner,
-                             self.lease):
-                    self.lost = True
-            except Exception as exc:  # database blip: keep trying until the lease runs out
-                log.warning("lease renewal failed: %s", exc)
-
-    def stop(self) -> None:
-        self.stopped.set()
 
 
 def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
@@ -135,11 +114,12 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
     engine = _db_retry(init_db, settings.database_url)
     _check_visibility(ref, settings)
     host = host_name(hostname)
+    label = trial_label(ref["trial_id"], ref["attempt"])
     owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     ok, why = _db_retry(claim, engine, ref["trial_id"], ref["attempt"], owner,
                         settings.lease_seconds, max_claims=ref.get("max_claims", 3))
     if not ok:
-        log.info("not running %s#%s: %s", ref["trial_id"], ref["attempt"], why)
+        log.info("not running %s: %s", label, why)
         if why == "claim cap reached":
             _send("evalq.record_result", result_payload(
                 ref, outcome="infrastructure_failure", worker_host=host,
@@ -147,6 +127,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         return why
     heartbeat = Heartbeat(engine, ref, owner, settings.lease_seconds)
     heartbeat.start()
+    log.info("running %s", label)
     started = time.time()
     common = dict(worker_host=host, worker_env=worker_environment(), started_at=started)
     profile = None
@@ -159,6 +140,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
         profile = new_profile(settings.home / "runs")
+        record_owner(profile.root)  # a SIGKILLed run's folder is swept once this process is gone
         if condition.skill:
             condition = _with_installed_skill(store, study_row.lock, condition, profile)
         materialize(fixture, profile.workspace)
@@ -190,10 +172,11 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         if not still_owner:
             return "lease lost to another worker"
         _send("evalq.grade_trial", payload)
+        log.info("%s sent to grading", label)
         return "sent to grading"
     except Exception as exc:  # whatever failed, the attempt ends recorded with its reason
         reason = f"{type(exc).__name__}: {exc}"
-        log.warning("infrastructure failure in %s#%s: %s", ref["trial_id"], ref["attempt"], reason)
+        log.warning("infrastructure failure in %s: %s", label, reason)
         _send("evalq.record_result", result_payload(ref, **common, outcome=
                                                      "infrastructure_failure", reason=reason))
         return "infrastructure_failure"

@@ -59,7 +59,8 @@ def test_table_lists_every_fixture_with_three_verdicts():
     result = CliRunner().invoke(fixtures, ["check", str(FIXTURES / "py-slugify-bugfix"),
                                            str(FIXTURES / "c-vsort-bugfix")])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # progress goes to stderr: one line per tenth here
+    assert "2/2 fixtures checked finished" in result.stderr and "ok 2" in result.stderr
     assert lines[0].split() == ["fixture", "kind", "toolchain", "initial", "correct",
                                 "incorrect", "ok"]
     # rows keep the order of the arguments

@@ -1,0 +1,64 @@
+"""Run folders (EVALQ_HOME/runs/evalq-run-*) of killed trials: who made each, and removing them.
+
+A runner that finishes removes its folder; one that is SIGKILLed cannot. So each folder gets an
+owner file when it is made (host, pid and the process's start time, which tells a reused pid
+from the original), and the sweep removes folders whose owner on this host is gone. Folders of
+other hosts (a shared EVALQ_HOME) are left to their own host's sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Optional
+
+log = logging.getLogger("evalq.janitor")
+
+OWNER_FILE = ".evalq-owner.json"
+PATTERN = "evalq-run-*"
+
+
+def process_start(pid: int) -> Optional[str]:
+    """The kernel's start time of a process (field 22 of /proc/pid/stat); None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def record_owner(folder: Path) -> None:
+    """Write who made the folder (this process), so a sweep can tell when it is orphaned."""
+    owner = {"host": socket.gethostname(), "pid": os.getpid(),
+             "start": process_start(os.getpid())}
+    (folder / OWNER_FILE).write_text(json.dumps(owner))
+
+
+def _orphaned(folder: Path, host: str) -> bool:
+    try:
+        owner = json.loads((folder / OWNER_FILE).read_text())
+        pid, start = int(owner["pid"]), owner.get("start")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # no owner recorded (yet, or an older evalq): not ours to judge
+    if owner.get("host") != host:
+        return False
+    now = process_start(pid)
+    return now is None or (start is not None and now != start)
+
+
+def sweep_run_folders(runs_dir: Path) -> int:
+    """Remove this host's run folders whose owning process is gone; returns how many."""
+    if not runs_dir.is_dir():
+        return 0
+    host, removed = socket.gethostname(), 0
+    for folder in runs_dir.glob(PATTERN):
+        if folder.is_dir() and not folder.is_symlink() and _orphaned(folder, host):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += not folder.exists()
+    if removed:
+        log.warning("removed %d run folder(s) of killed trials under %s", removed, runs_dir)
+    return removed
