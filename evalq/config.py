@@ -18,6 +18,7 @@ ENV_KEYS = {
     "broker_url": "EVALQ_BROKER_URL",
     "artifacts_url": "EVALQ_ARTIFACTS_URL",
     "sandbox": "EVALQ_SANDBOX",
+    "agent_sandbox": "EVALQ_AGENT_SANDBOX",
     "max_trial_seconds": "EVALQ_MAX_TRIAL_SECONDS",
     "lease_seconds": "EVALQ_LEASE_SECONDS",
     "visibility_timeout": "EVALQ_VISIBILITY_TIMEOUT",
@@ -34,6 +35,8 @@ class Settings:
     max_trial_seconds: float
     lease_seconds: float
     visibility_override: Optional[float] = None
+    #: where agents run: bwrap (default), docker, or none (debugging only: the run is unsealed)
+    agent_sandbox: str = "bwrap"
 
     @property
     def embedded(self) -> bool:
@@ -54,6 +57,7 @@ class Settings:
         values = {
             "EVALQ_HOME": str(self.home), "EVALQ_DATABASE_URL": self.database_url,
             "EVALQ_ARTIFACTS_URL": self.artifacts_url, "EVALQ_SANDBOX": self.sandbox,
+            "EVALQ_AGENT_SANDBOX": self.agent_sandbox,
             "EVALQ_MAX_TRIAL_SECONDS": str(self.max_trial_seconds),
             "EVALQ_LEASE_SECONDS": str(self.lease_seconds),
         }
@@ -91,6 +95,7 @@ def load_settings() -> Settings:
         broker_url=pick("broker_url"),
         artifacts_url=pick("artifacts_url", str(home / "artifacts")),
         sandbox=pick("sandbox", "bwrap"),
+        agent_sandbox=pick("agent_sandbox", "bwrap"),
         max_trial_seconds=float(pick("max_trial_seconds", 3600)),
         lease_seconds=float(pick("lease_seconds", 60)),
         visibility_override=float(pick("visibility_timeout")) if pick("visibility_timeout")

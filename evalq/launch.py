@@ -43,6 +43,9 @@ def register_study(study: Study, settings: Settings):
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
     if study.skills:  # workers install skills from the store, checked against the lock
         lock = dict(lock, published_skills=publish_skills(store, study.skills))
+    # outside lock_digest, like published_skills: where agents ran is a worker setting
+    lock = dict(lock, agent_sandbox=settings.agent_sandbox,
+                sealed=settings.agent_sandbox != "none")
     manifest = study.manifest
     planned = plan_trials(study.id, [f.id for f in study.fixtures],
                           [c.name for c in manifest.conditions], manifest.repetitions,

@@ -34,6 +34,10 @@ class Limits(Strict):
     wall_seconds: float = Field(600, gt=0)
     max_steps: Optional[int] = Field(None, gt=0)
     max_cost_usd: Optional[float] = Field(None, gt=0)
+    #: the agent sandbox's cgroup limits; missing means the sandbox's defaults
+    memory_mb: Optional[int] = Field(None, gt=0)
+    pids: Optional[int] = Field(None, gt=0)
+    cpus: Optional[float] = Field(None, gt=0)
 
 
 class ToolPolicy(Strict):
@@ -93,6 +97,10 @@ class Budgets(Strict):
     wall_seconds: Optional[float] = Field(None, gt=0)
     max_steps: Optional[int] = Field(None, gt=0)
     max_cost_usd: Optional[float] = Field(None, gt=0)
+    #: the agent sandbox's memory (MB), process count and CPUs; default 4096, 512, 2
+    memory_mb: Optional[int] = Field(None, gt=0)
+    pids: Optional[int] = Field(None, gt=0)
+    cpus: Optional[float] = Field(None, gt=0)
 
 
 class PinnedEnvironment(Strict):

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build the local grader images without any image registry (DESIGN.md, "Docker here").
+# Build the local grader images, and the agent image, without any image registry
+# (DESIGN.md, "Docker here").
 #
-#   bash scripts/build-grader-images.sh [--force] [--no-cache] [python] [node] [make]
+#   bash scripts/build-grader-images.sh [--force] [--no-cache] [python] [node] [make] [agent]
+#
+# `agent` is evalq-agent:local, the root of the Docker agent sandbox (evalq/workers/sandbox/):
+# the toolchains agents need (python3, nodejs, bash, coreutils, git, patch); the agent's own
+# install (npm prefix, virtualenv) is bind-mounted read-only at run time.
 #
 # Each image is a Debian minbase root file system made by debootstrap from the machine's
 # own apt mirror (read from /etc/apt at run time, never written into the repository),
@@ -28,8 +33,11 @@ declare -A PACKAGES=(
     [python]="python3,python3-pytest"
     [node]="nodejs"
     [make]="make,gcc,libc6-dev,bash"
+    [agent]="python3,nodejs,bash,coreutils,git,patch"
 )
-ALL=(python node make)
+ALL=(python node make agent)
+
+image_of() { if [ "$1" = agent ]; then echo "evalq-agent:local"; else echo "evalq-grader-$1:local"; fi; }
 
 say() { echo "build-grader-images: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -40,8 +48,8 @@ for arg in "$@"; do
         --force) force=1 ;;
         --no-cache) nocache=1; force=1 ;;
         -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        python|node|make) wanted+=("$arg") ;;
-        *) die "unknown argument '$arg' (expected --force, --no-cache, python, node or make)" ;;
+        python|node|make|agent) wanted+=("$arg") ;;
+        *) die "unknown argument '$arg' (expected --force, --no-cache, python, node, make or agent)" ;;
     esac
 done
 [ "${#wanted[@]}" -gt 0 ] || wanted=("${ALL[@]}")
@@ -136,6 +144,7 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
     case $name in
         python) check='python3 --version && python3 -m pytest --version' ;;
         node)   check='node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
+        agent)  check='python3 --version && node --version && git --version && patch --version | head -n1' ;;
         make)   check='make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
     esac
     docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \
@@ -145,8 +154,9 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
 }
 
 build_one() {  # name
-    local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id
+    local name=$1 image pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id
     trap cleanup EXIT
+    image=$(image_of "$name")
     key=$(printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs" | sha256sum | cut -c1-16)
     tarball="$CACHE/rootfs-$name-$key.tar"
     if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then
@@ -189,8 +199,8 @@ fi
 
 pids=(); names=()
 for name in "${wanted[@]}"; do
-    if [ "$force" -eq 0 ] && docker image inspect "evalq-grader-$name:local" >/dev/null 2>&1; then
-        say "$name: evalq-grader-$name:local exists, skipping (use --force to rebuild)"
+    if [ "$force" -eq 0 ] && docker image inspect "$(image_of "$name")" >/dev/null 2>&1; then
+        say "$name: $(image_of "$name") exists, skipping (use --force to rebuild)"
         continue
     fi
     ( build_one "$name" ) &

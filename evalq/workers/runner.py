@@ -60,9 +60,8 @@ def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
     def tighter(a, b):
         return b if a is None else a if b is None else min(a, b)
 
-    return Limits(wall_seconds=tighter(fixture_limits.wall_seconds, budget.wall_seconds),
-                  max_steps=tighter(fixture_limits.max_steps, budget.max_steps),
-                  max_cost_usd=tighter(fixture_limits.max_cost_usd, budget.max_cost_usd))
+    return Limits(**{name: tighter(getattr(fixture_limits, name), getattr(budget, name))
+                     for name in Limits.model_fields})
 
 
 def _send(task_name: str, payload: dict) -> None:
@@ -164,7 +163,10 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
     heartbeat = Heartbeat(engine, ref, owner, settings.lease_seconds)
     heartbeat.start()
     started = time.time()
-    common = dict(worker_host=host, worker_env=worker_environment(), started_at=started)
+    # which agent sandbox ran it: `none` marks the attempt (and the report) unsealed
+    common = dict(worker_host=host, started_at=started,
+                  worker_env=dict(worker_environment(settings.agent_sandbox),
+                                  agent_sandbox=settings.agent_sandbox))
     profile = None
     try:
         store = open_store(settings.artifacts_url)
@@ -183,7 +185,8 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
-                           attempt=ref["attempt"], should_stop=stop)
+                           attempt=ref["attempt"], should_stop=stop,
+                           sandbox=settings.agent_sandbox, evalq_home=settings.home)
         result = get_adapter(condition.agent).run(ctx)
         if stop.reason == "study cancelled":
             mark_state(engine, ref["trial_id"], ref["attempt"], state="cancelled",

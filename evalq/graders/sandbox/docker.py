@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from evalq.errors import SandboxError
+from evalq.proc import STOP_CHECK_SECONDS
 from evalq.graders.sandbox.base import (
     REPORT_PATH,
     WORKSPACE_PATH,
@@ -42,6 +44,24 @@ BUILD_HINT = "build the local images with scripts/build-grader-images.sh, or doc
 API_TIMEOUT = 60
 #: Seconds to wait for a killed container to report its exit.
 KILL_GRACE = 15
+
+
+@dataclass
+class ContainerRun:
+    """One container's run: the result, and its output as the bytes it wrote."""
+
+    result: ExecResult
+    stdout: bytes
+    stderr: bytes
+    output_exceeded: bool = False
+
+
+def container_labels(label: str, limits: SandboxLimits, **extra: str) -> dict[str, str]:
+    """Labels a sweep finds a leftover by: ours, what it ran, when, and when it is past use."""
+    now = time.time()
+    return {LABEL_SANDBOX: "1", LABEL_LABEL: label, LABEL_CREATED: str(int(now)),
+            LABEL_DEADLINE: str(int(now + limits.timeout_seconds + KILL_GRACE
+                                    + 2 * API_TIMEOUT)), **extra}
 
 
 def _client(timeout: int = API_TIMEOUT):
@@ -157,9 +177,7 @@ class DockerSandbox(Sandbox):
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
             label: str = "") -> ExecResult:
-        import docker.errors
-        import requests.exceptions
-        from docker.types import LogConfig, Ulimit
+        from docker.types import Ulimit
 
         if not argv or not all(isinstance(a, str) for a in argv):
             raise SandboxError(f"argv must be a non-empty list of strings, got {argv!r}")
@@ -178,6 +196,39 @@ class DockerSandbox(Sandbox):
         image = image or self.default_image
         memory = f"{int(limits.memory_mb)}m"
         disk_bytes = int(limits.disk_mb) * 1024 * 1024
+        create = dict(
+            command=list(argv),
+            environment=dict(env),
+            working_dir=WORKSPACE_PATH,
+            user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+            network_mode="none",
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=int(limits.pids),
+            read_only=True,
+            volumes=mounts,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            # No core dumps; no single file bigger than the disk allowance.
+            ulimits=[Ulimit(name="core", soft=0, hard=0),
+                     Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
+            init=True,
+            hostname="sandbox",
+            labels=container_labels(label, limits),
+        )
+        return self.run_container(image, create, limits).result
+
+    def run_container(self, image: str, create: dict, limits: SandboxLimits,
+                      should_stop: Optional[Callable[[], bool]] = None) -> "ContainerRun":
+        """Create, attach, start and wait for one container made from `create` (the SDK's
+        containers.create arguments); kill it at the wall time, the output cap or should_stop;
+        always remove it. Shared by the grading and the agent sandboxes."""
+        import docker.errors
+        import requests.exceptions
+        from docker.types import LogConfig
+
         client = self.client
         notes: list[str] = []
         container = None
@@ -189,34 +240,8 @@ class DockerSandbox(Sandbox):
         try:
             try:
                 container = client.containers.create(
-                    image,
-                    command=list(argv),
-                    environment=dict(env),
-                    working_dir=WORKSPACE_PATH,
-                    user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-                    network_mode="none",
-                    mem_limit=memory,
-                    memswap_limit=memory,
-                    nano_cpus=int(limits.cpus * 1e9),
-                    pids_limit=int(limits.pids),
-                    read_only=True,
-                    volumes=mounts,
-                    tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
-                    cap_drop=["ALL"],
-                    security_opt=["no-new-privileges"],
-                    # No core dumps; no single file bigger than the disk allowance.
-                    ulimits=[Ulimit(name="core", soft=0, hard=0),
-                             Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
-                    init=True,
-                    hostname="sandbox",
-                    labels={LABEL_SANDBOX: "1", LABEL_LABEL: label,
-                            LABEL_CREATED: str(int(time.time())),
-                            LABEL_DEADLINE: str(int(time.time() + limits.timeout_seconds
-                                                    + KILL_GRACE + 2 * API_TIMEOUT))},
-                    log_config=LogConfig(type="none"),
-                    stdin_open=False,
-                    tty=False,
-                )
+                    image, **create, log_config=LogConfig(type="none"), stdin_open=False,
+                    tty=False)
                 # Attach before start so no early output is lost.
                 stream = container.attach(stdout=True, stderr=True, stream=True, logs=False,
                                           demux=True)
@@ -245,12 +270,26 @@ class DockerSandbox(Sandbox):
 
             # ---- wait for the end, or the wall-time limit ------------------------------------
             status: Optional[dict] = None
-            try:
-                status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
-            except requests.exceptions.RequestException as exc:
-                if not _is_timeout(exc):
-                    raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
-                killed_for = "time"
+            deadline = started + limits.timeout_seconds
+            while status is None:
+                left = deadline - time.monotonic()
+                wait = min(left, STOP_CHECK_SECONDS) if should_stop is not None else left
+                try:
+                    status = container.wait(timeout=max(wait, 0.001))
+                    break
+                except requests.exceptions.RequestException as exc:
+                    if not _is_timeout(exc):
+                        raise SandboxError(
+                            f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+                except docker.errors.DockerException as exc:
+                    raise SandboxError(
+                        f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+                if time.monotonic() >= deadline:
+                    killed_for = "time"
+                elif should_stop is not None and should_stop():
+                    killed_for = "stop"
+                else:
+                    continue
                 pids_hits = self._pids_hits(container)
                 try:
                     container.kill()
@@ -259,8 +298,7 @@ class DockerSandbox(Sandbox):
                 except docker.errors.APIError as kill_exc:
                     if "is not running" not in str(kill_exc):
                         raise
-            except docker.errors.DockerException as exc:
-                raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+                break
             if status is None:
                 try:
                     status = container.wait(timeout=KILL_GRACE)
@@ -306,23 +344,24 @@ class DockerSandbox(Sandbox):
                 notes.append(f"pids limit {limits.pids} refused {pids_hits} forks")
 
             signal: Optional[int] = None
-            if timed_out or capped:
+            if timed_out or capped or killed_for == "stop":
                 exit_code, signal = None, 9  # we killed it: it has no exit status of its own
             elif exit_code is not None and 128 < exit_code < 128 + 65:
                 signal = exit_code - 128  # the init process reports death by signal N as 128+N
 
-            out = reader.stdout if reader else b""
-            err = reader.stderr if reader else b""
-            return ExecResult(
+            out = bytes(reader.stdout) if reader else b""
+            err = bytes(reader.stderr) if reader else b""
+            result = ExecResult(
                 exit_code=exit_code,
-                stdout=bytes(out).decode("utf-8", errors="replace"),
-                stderr=bytes(err).decode("utf-8", errors="replace"),
+                stdout=out.decode("utf-8", errors="replace"),
+                stderr=err.decode("utf-8", errors="replace"),
                 duration_seconds=duration,
                 timed_out=timed_out,
                 limit_hit=limit_hit,
                 signal=signal,
                 notes=notes,
             )
+            return ContainerRun(result, out, err, output_exceeded=capped)
         finally:
             if stream is not None:
                 try:

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from evalq.errors import InfrastructureError
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.sandbox.paths import evalq_python_paths
 
 ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -69,6 +71,13 @@ class ScriptedAgent(AgentAdapter):
         if ctx.condition.skill:
             plan["skill_path"] = ctx.condition.skill
         return [sys.executable, "-m", "evalq.scripted_agent", json.dumps(plan)]
+
+    def readonly_paths(self, ctx: AgentContext) -> list[Path]:
+        """The interpreter, its venv and the evalq package; the one overlay it applies."""
+        paths = evalq_python_paths()
+        if ctx.settings.get("action") == "solution":
+            paths.append(ctx.fixture.solution_dir(ctx.settings["solution"]))
+        return paths
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         events = []

@@ -1,0 +1,107 @@
+"""The agent sandbox interface: run an agent's process tree sealed off from the host.
+
+Backends plug in by name (`bwrap`, `docker`, `none`). Inside a sealed sandbox the agent sees
+its workspace and profile (read-write, at their host paths so adapters need no translation),
+the toolchain and the read-only paths its adapter declares, a fresh /tmp and /dev, and a
+/proc of its own pid namespace; its only network is the door: 127.0.0.1:DOOR_PORT, relayed by
+the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+from evalq.graders.sandbox.base import SandboxLimits
+from evalq.proc import ProcResult
+
+#: where the sandbox sees the launcher, the door's socket and its generated /etc files
+RUN_DIR = "/run/evalq"
+LAUNCHER_PATH = f"{RUN_DIR}/launcher.py"
+DOOR_PATH = f"{RUN_DIR}/door.sock"
+#: the door's port on the sandbox's own loopback (each sandbox has its own network namespace)
+DOOR_PORT = 8976
+LAUNCHER_SOURCE = Path(__file__).with_name("launcher.py")
+#: uid and gid of the agent inside the sandbox
+AGENT_UID = 65534
+
+#: defaults for an agent run when neither the fixture nor the study's budgets say otherwise
+DEFAULT_MEMORY_MB = 4096
+DEFAULT_PIDS = 512
+DEFAULT_CPUS = 2.0
+DEFAULT_FILE_MB = 1024
+#: what a sealed agent finds in its credential variables: the real key stays outside
+PLACEHOLDER_KEY = "evalq-placeholder-key-the-gateway-holds-the-real-one"
+
+
+@dataclass
+class AgentJob:
+    """One agent run: argv with cwd = workspace, its complete environment, what it may see."""
+
+    argv: list[str]
+    env: dict[str, str]
+    workspace: Path
+    profile_root: Path
+    limits: SandboxLimits
+    readonly: list[Path] = field(default_factory=list)
+    door_socket: Optional[str] = None
+    stdin: Optional[bytes] = None
+    should_stop: Optional[Callable[[], bool]] = None
+    label: str = ""
+
+
+class AgentSandbox(ABC):
+    """Runs an agent; returns once everything it started is gone."""
+
+    name: ClassVar[str]
+    #: False only for `none`: the run is then marked unsealed in the lock and report
+    sealed: ClassVar[bool] = True
+
+    @abstractmethod
+    def run(self, job: AgentJob) -> ProcResult:
+        """Run job.argv sealed; on wall time, output overflow or should_stop, kill it all."""
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
+
+    def model_url(self, upstream: Optional[str]) -> Optional[str]:
+        """The base URL the agent is given: the door inside, keeping the upstream's path."""
+        if not upstream:
+            return None
+        path = urlsplit(upstream).path.rstrip("/")
+        return urlunsplit(("http", f"127.0.0.1:{DOOR_PORT}", path, "", ""))
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Remove leftovers of crashed agent runs (cgroups, containers); returns how many."""
+        return 0
+
+
+def agent_limits(limits, output_limit: int) -> SandboxLimits:
+    """The sandbox limits of an agent run from its effective Limits (None: the defaults)."""
+    return SandboxLimits(timeout_seconds=limits.wall_seconds,
+                         memory_mb=limits.memory_mb or DEFAULT_MEMORY_MB,
+                         pids=limits.pids or DEFAULT_PIDS, cpus=limits.cpus or DEFAULT_CPUS,
+                         output_limit_bytes=output_limit, disk_mb=DEFAULT_FILE_MB)
+
+
+def launcher_argv(python: str, job: AgentJob) -> list[str]:
+    """pid 1's command line: the launcher with the agent's argv, cwd and door."""
+    config = {"argv": job.argv, "cwd": str(job.workspace),
+              "door": DOOR_PATH if job.door_socket else None, "port": DOOR_PORT}
+    return [python, "-I", "-S", LAUNCHER_PATH, json.dumps(config)]
+
+
+def etc_files(home: str) -> dict[str, str]:
+    """The few /etc files an agent needs, generated: nothing of the host's users or hosts."""
+    return {
+        "passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_UID}:{AGENT_UID}:agent:"
+                  f"{home}:/bin/sh\n",
+        "group": f"root:x:0:\nagent:x:{AGENT_UID}:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    }

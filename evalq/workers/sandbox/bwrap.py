@@ -1,0 +1,85 @@
+"""bubblewrap agent sandbox: own user, pid, ipc, uts, cgroup, mount and network namespaces.
+
+The root is an empty tmpfs remounted read-only; on it: the host's /usr, /lib*, /bin (read-only),
+a few generated /etc files, the run's profile (read-write; the workspace is inside it), the
+adapter's declared read-only paths, a fresh /tmp, /dev and /proc, the launcher (pid 1) and the
+door's socket. The agent runs as uid 65534 with every capability dropped and no_new_privs,
+under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from evalq.errors import InfrastructureError, SandboxError
+from evalq.graders.sandbox.bwrap import ETC_FILES, BwrapSandbox, _system_binds, run_in_bwrap
+from evalq.graders.sandbox.cgroups import sweep_orphans
+from evalq.proc import ProcResult
+from evalq.workers.sandbox.base import (AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE,
+                                        RUN_DIR, AgentJob, AgentSandbox, etc_files,
+                                        launcher_argv)
+
+#: the launcher runs on the toolchain's own interpreter, never the worker's virtualenv
+PYTHON = "/usr/bin/python3"
+
+
+def bwrap_options(job: AgentJob, etc_dir: Path) -> list[str]:
+    """Everything bwrap is told except the command: what the agent sees, and as whom."""
+    options = ["--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
+               "--hostname", "evalq-agent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
+               "--cap-drop", "ALL", *_system_binds()]
+    generated = {f"/etc/{name}" for name in etc_files("")}
+    for path in ETC_FILES:
+        if path not in generated:
+            options += ["--ro-bind-try", path, path]
+    for name in sorted(os.listdir(etc_dir)):
+        options += ["--ro-bind", str(etc_dir / name), f"/etc/{name}"]
+    options += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in job.readonly:
+        options += ["--ro-bind", str(path), str(path)]
+    options += ["--bind", str(job.profile_root), str(job.profile_root)]
+    if job.profile_root not in job.workspace.parents:
+        options += ["--bind", str(job.workspace), str(job.workspace)]
+    options += ["--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH]
+    if job.door_socket:
+        options += ["--bind", job.door_socket, DOOR_PATH]
+    return [*options, "--remount-ro", "/", "--chdir", str(job.workspace)]
+
+
+class BwrapAgentSandbox(AgentSandbox):
+    name = "bwrap"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        ok, why = BwrapSandbox.available()
+        if ok and not os.access(PYTHON, os.X_OK):
+            return False, f"{PYTHON} is missing (apt-get install -y python3): the launcher needs it"
+        return ok, why
+
+    def run(self, job: AgentJob) -> ProcResult:
+        ok, why = self.available()
+        if not ok:
+            raise InfrastructureError(why)
+        etc_dir = Path(tempfile.mkdtemp(prefix="evalq-agent-etc-"))
+        try:
+            for name, text in etc_files(job.env.get("HOME", "/")).items():
+                (etc_dir / name).write_text(text)
+            os.chmod(etc_dir, 0o755)
+            run = run_in_bwrap(bwrap_options(job, etc_dir), launcher_argv(PYTHON, job),
+                               env=job.env, limits=job.limits, stdin=job.stdin,
+                               should_stop=job.should_stop)
+        except SandboxError as exc:
+            raise InfrastructureError(f"agent sandbox: {exc}") from exc
+        finally:
+            shutil.rmtree(etc_dir, ignore_errors=True)
+        return run.proc
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Orphan per-run cgroups (named after their worker process, as grading's are)."""
+        return sweep_orphans(max_age_seconds)
+
+
+__all__ = ["BwrapAgentSandbox", "RUN_DIR"]
