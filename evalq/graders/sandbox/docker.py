@@ -64,6 +64,22 @@ def container_labels(label: str, limits: SandboxLimits, **extra: str) -> dict[st
                                     + 2 * API_TIMEOUT)), **extra}
 
 
+def locked_down(limits: SandboxLimits) -> dict:
+    """containers.create arguments every sandbox container gets: no network, read-only root,
+    no capability, no privilege gain, memory (no swap), CPU and pids limits, a /tmp tmpfs of
+    the disk allowance, no core dumps and no single file bigger than that allowance."""
+    from docker.types import Ulimit
+
+    memory = f"{int(limits.memory_mb)}m"
+    disk_bytes = int(limits.disk_mb) * 1024 * 1024
+    return dict(network_mode="none", mem_limit=memory, memswap_limit=memory,
+                nano_cpus=int(limits.cpus * 1e9), pids_limit=int(limits.pids), read_only=True,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
+                cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                ulimits=[Ulimit(name="core", soft=0, hard=0),
+                         Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)])
+
+
 def _client(timeout: int = API_TIMEOUT):
     import docker  # imported here so the package loads on hosts without the SDK
 
@@ -177,7 +193,6 @@ class DockerSandbox(Sandbox):
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
             label: str = "") -> ExecResult:
-        from docker.types import Ulimit
 
         if not argv or not all(isinstance(a, str) for a in argv):
             raise SandboxError(f"argv must be a non-empty list of strings, got {argv!r}")
@@ -194,30 +209,10 @@ class DockerSandbox(Sandbox):
             mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
 
         image = image or self.default_image
-        memory = f"{int(limits.memory_mb)}m"
-        disk_bytes = int(limits.disk_mb) * 1024 * 1024
-        create = dict(
-            command=list(argv),
-            environment=dict(env),
-            working_dir=WORKSPACE_PATH,
-            user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-            network_mode="none",
-            mem_limit=memory,
-            memswap_limit=memory,
-            nano_cpus=int(limits.cpus * 1e9),
-            pids_limit=int(limits.pids),
-            read_only=True,
-            volumes=mounts,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            # No core dumps; no single file bigger than the disk allowance.
-            ulimits=[Ulimit(name="core", soft=0, hard=0),
-                     Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
-            init=True,
-            hostname="sandbox",
-            labels=container_labels(label, limits),
-        )
+        create = dict(locked_down(limits), command=list(argv), environment=dict(env),
+                      working_dir=WORKSPACE_PATH, user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                      volumes=mounts, init=True, hostname="sandbox",
+                      labels=container_labels(label, limits))
         return self.run_container(image, create, limits).result
 
     def run_container(self, image: str, create: dict, limits: SandboxLimits,

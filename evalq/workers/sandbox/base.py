@@ -10,10 +10,14 @@ the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Optional
+from typing import Callable, ClassVar, Iterator, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 from evalq.graders.sandbox.base import SandboxLimits
@@ -23,6 +27,7 @@ from evalq.proc import ProcResult
 RUN_DIR = "/run/evalq"
 LAUNCHER_PATH = f"{RUN_DIR}/launcher.py"
 DOOR_PATH = f"{RUN_DIR}/door.sock"
+STDIN_PATH = f"{RUN_DIR}/stdin"
 #: the door's port on the sandbox's own loopback (each sandbox has its own network namespace)
 DOOR_PORT = 8976
 LAUNCHER_SOURCE = Path(__file__).with_name("launcher.py")
@@ -89,11 +94,31 @@ def agent_limits(limits, output_limit: int) -> SandboxLimits:
                          output_limit_bytes=output_limit, disk_mb=DEFAULT_FILE_MB)
 
 
-def launcher_argv(python: str, job: AgentJob) -> list[str]:
-    """pid 1's command line: the launcher with the agent's argv, cwd and door."""
+def launcher_argv(python: str, job: AgentJob, stdin: Optional[str] = None) -> list[str]:
+    """pid 1's command line: the launcher with the agent's argv, cwd, door and stdin file."""
     config = {"argv": job.argv, "cwd": str(job.workspace),
-              "door": DOOR_PATH if job.door_socket else None, "port": DOOR_PORT}
+              "door": DOOR_PATH if job.door_socket else None, "port": DOOR_PORT,
+              "stdin": stdin}
     return [python, "-I", "-S", LAUNCHER_PATH, json.dumps(config)]
+
+
+@contextmanager
+def run_files(job: AgentJob) -> Iterator[Path]:
+    """A private host folder, for the run, holding the generated etc/ files and the stdin
+    file: each is mounted read-only into the sandbox, the folder itself never."""
+    folder = Path(tempfile.mkdtemp(prefix="evalq-agent-files-"))
+    try:
+        (folder / "etc").mkdir()
+        for name, text in etc_files(job.env.get("HOME", "/")).items():
+            (folder / "etc" / name).write_text(text)
+        (folder / "stdin").write_bytes(job.stdin or b"")
+        for path in (folder, folder / "etc"):
+            os.chmod(path, 0o755)
+        for path in [*(folder / "etc").iterdir(), folder / "stdin"]:
+            os.chmod(path, 0o644)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def etc_files(home: str) -> dict[str, str]:

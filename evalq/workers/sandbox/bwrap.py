@@ -10,8 +10,6 @@ under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from evalq.errors import InfrastructureError, SandboxError
@@ -19,24 +17,23 @@ from evalq.graders.sandbox.bwrap import ETC_FILES, BwrapSandbox, _system_binds, 
 from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import (AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE,
-                                        RUN_DIR, AgentJob, AgentSandbox, etc_files,
-                                        launcher_argv)
+                                        AgentJob, AgentSandbox, launcher_argv, run_files)
 
 #: the launcher runs on the toolchain's own interpreter, never the worker's virtualenv
 PYTHON = "/usr/bin/python3"
 
 
-def bwrap_options(job: AgentJob, etc_dir: Path) -> list[str]:
+def bwrap_options(job: AgentJob, files: Path) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom."""
     options = ["--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
                "--hostname", "evalq-agent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
                "--cap-drop", "ALL", *_system_binds()]
-    generated = {f"/etc/{name}" for name in etc_files("")}
+    generated = sorted(os.listdir(files / "etc"))
     for path in ETC_FILES:
-        if path not in generated:
+        if os.path.basename(path) not in generated:
             options += ["--ro-bind-try", path, path]
-    for name in sorted(os.listdir(etc_dir)):
-        options += ["--ro-bind", str(etc_dir / name), f"/etc/{name}"]
+    for name in generated:
+        options += ["--ro-bind", str(files / "etc" / name), f"/etc/{name}"]
     options += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in job.readonly:
         options += ["--ro-bind", str(path), str(path)]
@@ -63,23 +60,15 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
-        etc_dir = Path(tempfile.mkdtemp(prefix="evalq-agent-etc-"))
         try:
-            for name, text in etc_files(job.env.get("HOME", "/")).items():
-                (etc_dir / name).write_text(text)
-            os.chmod(etc_dir, 0o755)
-            run = run_in_bwrap(bwrap_options(job, etc_dir), launcher_argv(PYTHON, job),
-                               env=job.env, limits=job.limits, stdin=job.stdin,
-                               should_stop=job.should_stop)
+            with run_files(job) as files:
+                run = run_in_bwrap(bwrap_options(job, files), launcher_argv(PYTHON, job),
+                                   env=job.env, limits=job.limits, stdin=job.stdin,
+                                   should_stop=job.should_stop)
         except SandboxError as exc:
             raise InfrastructureError(f"agent sandbox: {exc}") from exc
-        finally:
-            shutil.rmtree(etc_dir, ignore_errors=True)
         return run.proc
 
     def sweep(self, max_age_seconds: float = 0) -> int:
         """Orphan per-run cgroups (named after their worker process, as grading's are)."""
         return sweep_orphans(max_age_seconds)
-
-
-__all__ = ["BwrapAgentSandbox", "RUN_DIR"]

@@ -5,7 +5,8 @@ Run as `python3 -I -S launcher.py CONFIG_JSON` with the agent's minimal environm
 sandbox's own python3, with no site-packages). When the agent exits, this process exits with
 its status; the kernel then kills every process left in the pid namespace, `setsid` or not.
 
-CONFIG_JSON: {"argv": [...], "cwd": "...", "door": "/run/evalq/door.sock" | null, "port": N}
+CONFIG_JSON: {"argv": [...], "cwd": "...", "door": "/run/evalq/door.sock" | null, "port": N,
+              "stdin": a file to read as the agent's standard input | null}
 """
 
 import json
@@ -84,6 +85,8 @@ def main() -> int:
     if agent == 0:
         try:
             os.chdir(config["cwd"])
+            if config.get("stdin"):
+                os.dup2(os.open(config["stdin"], os.O_RDONLY), 0)
             os.execv(config["argv"][0], config["argv"])
         except OSError as exc:
             os.write(2, f"evalq sandbox: cannot start {config['argv'][0]}: {exc}\n".encode())

@@ -1,0 +1,77 @@
+"""Docker agent sandbox: one locked-down container per run from the local agent image.
+
+The image (evalq-agent:local, scripts/build-grader-images.sh) gives the toolchain; the agent's
+own install folders are bind-mounted read-only at their host paths, as bubblewrap does, so the
+one pinned install on the worker runs in both backends and no image is rebuilt per agent
+version. No network but the door's socket, read-only root, every capability dropped,
+no-new-privileges, Docker's default seccomp profile, uid 65534, memory/pids/CPU limits, and
+the grading containers' labels and deadline, so the same sweep finds leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from evalq.errors import InfrastructureError, SandboxError
+from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, _make_writable_by_sandbox,
+                                          container_labels, locked_down)
+from evalq.proc import ProcResult
+from evalq.workers.sandbox.base import (DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE, STDIN_PATH,
+                                        AgentJob, AgentSandbox, launcher_argv, run_files)
+
+IMAGE_ENV = "EVALQ_AGENT_IMAGE"
+DEFAULT_IMAGE = "evalq-agent:local"
+LABEL_PHASE = "evalq.phase"
+
+
+class DockerAgentSandbox(AgentSandbox):
+    name: ClassVar[str] = "docker"
+
+    def __init__(self, image: str | None = None):
+        self.image = image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
+        self.engine = DockerSandbox(default_image=self.image)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return DockerSandbox.available()
+
+    def _volumes(self, job: AgentJob, files) -> dict:
+        volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
+        volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
+        if job.profile_root not in job.workspace.parents:
+            volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
+        volumes[str(LAUNCHER_SOURCE)] = {"bind": LAUNCHER_PATH, "mode": "ro"}
+        volumes[str(files / "stdin")] = {"bind": STDIN_PATH, "mode": "ro"}
+        for name in os.listdir(files / "etc"):
+            volumes[str(files / "etc" / name)] = {"bind": f"/etc/{name}", "mode": "ro"}
+        if job.door_socket:
+            volumes[job.door_socket] = {"bind": DOOR_PATH, "mode": "rw"}
+        return volumes
+
+    def run(self, job: AgentJob) -> ProcResult:
+        _make_writable_by_sandbox(job.profile_root)
+        if job.profile_root not in job.workspace.parents:
+            _make_writable_by_sandbox(job.workspace)
+        try:
+            with run_files(job) as files:
+                create = dict(locked_down(job.limits),
+                              command=launcher_argv("/usr/bin/python3", job, STDIN_PATH),
+                              environment=dict(job.env), working_dir=str(job.workspace),
+                              user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                              volumes=self._volumes(job, files), init=False,
+                              hostname="evalq-agent",
+                              labels=container_labels(job.label, job.limits,
+                                                      **{LABEL_PHASE: "agent"}))
+                run = self.engine.run_container(self.image, create, job.limits,
+                                                should_stop=job.should_stop)
+        except SandboxError as exc:
+            raise InfrastructureError(f"agent sandbox (docker): {exc}") from exc
+        result = run.result
+        return ProcResult(exit_code=result.exit_code, stdout=run.stdout, stderr=run.stderr,
+                          duration_seconds=result.duration_seconds, timed_out=result.timed_out,
+                          output_exceeded=run.output_exceeded, signal=result.signal)
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Labelled containers past their deadline (grading's and agents' alike)."""
+        return self.engine.sweep(max_age_seconds)
