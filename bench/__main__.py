@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats")
+SECTIONS = ("overhead", "agentbox", "scale", "report", "stats")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -40,8 +40,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def sizes(quick: bool, trials: int | None) -> dict:
     if quick:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
+                "agentbox": 5,
                 "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
+            "agentbox": 40,
             "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
 
 
@@ -106,6 +108,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import stats_bench
 
         return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    if section == "agentbox":
+        from . import agentbox
+
+        return agentbox.run(workdir / "agentbox", size["agentbox"], log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class Outcome(str, Enum):
@@ -34,10 +34,6 @@ class Limits(Strict):
     wall_seconds: float = Field(600, gt=0)
     max_steps: Optional[int] = Field(None, gt=0)
     max_cost_usd: Optional[float] = Field(None, gt=0)
-    #: the agent sandbox's cgroup limits; missing means the sandbox's defaults
-    memory_mb: Optional[int] = Field(None, gt=0)
-    pids: Optional[int] = Field(None, gt=0)
-    cpus: Optional[float] = Field(None, gt=0)
 
 
 class ToolPolicy(Strict):
@@ -101,6 +97,15 @@ class Budgets(Strict):
     memory_mb: Optional[int] = Field(None, gt=0)
     pids: Optional[int] = Field(None, gt=0)
     cpus: Optional[float] = Field(None, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_sandbox_sizes(self, handler):
+        """Left out when unset, so the digests of studies written before them stay the same."""
+        data = handler(self)
+        for name in ("memory_mb", "pids", "cpus"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class PinnedEnvironment(Strict):

@@ -60,8 +60,9 @@ def effective_limits(fixture_limits: Limits, manifest: StudyManifest) -> Limits:
     def tighter(a, b):
         return b if a is None else a if b is None else min(a, b)
 
-    return Limits(**{name: tighter(getattr(fixture_limits, name), getattr(budget, name))
-                     for name in Limits.model_fields})
+    return Limits(wall_seconds=tighter(fixture_limits.wall_seconds, budget.wall_seconds),
+                  max_steps=tighter(fixture_limits.max_steps, budget.max_steps),
+                  max_cost_usd=tighter(fixture_limits.max_cost_usd, budget.max_cost_usd))
 
 
 def _send(task_name: str, payload: dict) -> None:
@@ -186,7 +187,8 @@ def run_trial_message(ref: dict, hostname: str = "", settings: Settings | None =
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
                            attempt=ref["attempt"], should_stop=stop,
-                           sandbox=settings.agent_sandbox, evalq_home=settings.home)
+                           sandbox=settings.agent_sandbox, evalq_home=settings.home,
+                           budgets=manifest.budgets)
         result = get_adapter(condition.agent).run(ctx)
         if stop.reason == "study cancelled":
             mark_state(engine, ref["trial_id"], ref["attempt"], state="cancelled",

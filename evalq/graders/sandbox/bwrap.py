@@ -118,6 +118,12 @@ class BwrapSandbox(Sandbox):
         return sweep_orphans(max_age_seconds) + sweep_mounts(max_age_seconds)
 
 
+#: $1 = file size limit in 512-byte blocks (dash's unit), then cgroup dirs up to "--"
+JOIN_SCRIPT = ('ulimit -c 0 && ulimit -f "$1" || exit 125; shift; '
+               'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; '
+               'shift; exec "$@"')
+
+
 @dataclass
 class BwrapRun:
     """What one bounded bubblewrap run gave: the process result, a limit it hit, notes."""
@@ -148,18 +154,19 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
     # bwrap writes "exit-code" here only once the command really ran: a refusal is told apart
     # from sandboxed code that merely prints "bwrap: ..." and exits 1
     status_read, status_write = os.pipe()
-    command = [*(prefix or []), "bwrap", "--json-status-fd", str(status_write), *seccomp_args,
-               *options, "--", *argv]
+    disk = limits.disk_mb * 1024 * 1024
+    # With a cgroup, a shell joins it and sets the file limits, then execs bwrap: no preexec_fn,
+    # so the worker is not forked (vfork instead), which saves ~15 ms per run.
+    join = [] if group is None else ["/bin/sh", "-c", JOIN_SCRIPT, "evalq-join",
+                                     str(disk // 512), *map(str, group.dirs), "--"]
+    command = [*join, *(prefix or []), "bwrap", "--json-status-fd", str(status_write),
+               *seccomp_args, *options, "--", *argv]
     fds = (status_write,) if seccomp_fd is None else (status_write, seccomp_fd)
 
-    def preexec() -> None:
-        if group is not None:
-            group.join()
-        else:
-            as_bytes = limits.memory_mb * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
-        disk = limits.disk_mb * 1024 * 1024
+    def preexec() -> None:  # without a cgroup only
+        as_bytes = limits.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
         resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -169,7 +176,8 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
 
     try:
         result = run_bounded(command, env=dict(env), cwd="/", timeout=limits.timeout_seconds,
-                             output_limit=limits.output_limit_bytes, preexec=preexec,
+                             output_limit=limits.output_limit_bytes,
+                             preexec=preexec if group is None else None,
                              on_kill=kill_rest, grace_seconds=5.0, terminate=stop_from_inside,
                              stdin=stdin, should_stop=should_stop, pass_fds=fds)
         limit_hit = group.limit_hit() if group is not None else None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
 from evalq.fixtures import Fixture
-from evalq.models import Condition, Limits, RunMetrics
+from evalq.models import Budgets, Condition, Limits, RunMetrics
 from evalq.pricing import price_run
 from evalq.proc import ProcResult
 from evalq.workers.door import open_door
@@ -48,6 +48,8 @@ class AgentContext:
     model_url: Optional[str] = None
     #: this worker's EVALQ_HOME, which no read-only path may expose (None: from the settings)
     evalq_home: Optional[Path] = None
+    #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults)
+    budgets: Optional[Budgets] = None
 
     @property
     def workspace(self) -> Path:
@@ -181,7 +183,8 @@ class AgentAdapter(ABC):
             refuse_exposing(readonly, protected_folders(ctx.evalq_home))
             proc = box.run(AgentJob(argv=argv, env=env, workspace=ctx.workspace,
                                     profile_root=ctx.profile.root,
-                                    limits=agent_limits(ctx.limits, OUTPUT_LIMIT),
+                                    limits=agent_limits(ctx.limits, ctx.budgets,
+                                                        OUTPUT_LIMIT),
                                     readonly=readonly, door_socket=door,
                                     stdin=self.stdin(ctx), should_stop=ctx.should_stop,
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))

@@ -9,7 +9,6 @@ the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -86,20 +85,25 @@ class AgentSandbox(ABC):
         return 0
 
 
-def agent_limits(limits, output_limit: int) -> SandboxLimits:
-    """The sandbox limits of an agent run from its effective Limits (None: the defaults)."""
+def agent_limits(limits, budgets, output_limit: int) -> SandboxLimits:
+    """The sandbox limits of an agent run: its effective wall time, and memory, pids and CPUs
+    from the study's budgets (fields left out, or no budgets: the defaults)."""
+
+    def budget(name: str, default):
+        value = getattr(budgets, name, None) if budgets is not None else None
+        return default if value is None else value
+
     return SandboxLimits(timeout_seconds=limits.wall_seconds,
-                         memory_mb=limits.memory_mb or DEFAULT_MEMORY_MB,
-                         pids=limits.pids or DEFAULT_PIDS, cpus=limits.cpus or DEFAULT_CPUS,
+                         memory_mb=budget("memory_mb", DEFAULT_MEMORY_MB),
+                         pids=budget("pids", DEFAULT_PIDS), cpus=budget("cpus", DEFAULT_CPUS),
                          output_limit_bytes=output_limit, disk_mb=DEFAULT_FILE_MB)
 
 
 def launcher_argv(python: str, job: AgentJob, stdin: Optional[str] = None) -> list[str]:
-    """pid 1's command line: the launcher with the agent's argv, cwd, door and stdin file."""
-    config = {"argv": job.argv, "cwd": str(job.workspace),
-              "door": DOOR_PATH if job.door_socket else None, "port": DOOR_PORT,
-              "stdin": stdin}
-    return [python, "-I", "-S", LAUNCHER_PATH, json.dumps(config)]
+    """pid 1's command line: the launcher (door, stdin file) before the agent's argv."""
+    door = DOOR_PATH if job.door_socket else "-"
+    return [python, "-I", "-S", LAUNCHER_PATH, door, str(DOOR_PORT), stdin or "-", "--",
+            *job.argv]
 
 
 @contextmanager

@@ -25,7 +25,10 @@ PYTHON = "/usr/bin/python3"
 
 def bwrap_options(job: AgentJob, files: Path) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom."""
-    options = ["--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
+    # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
+    # launcher, with the agent's environment only) reaps and ends the sandbox with the agent
+    pid1 = ["--as-pid-1"] if job.door_socket else []
+    options = ["--unshare-all", "--die-with-parent", "--new-session", *pid1,
                "--hostname", "evalq-agent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
                "--cap-drop", "ALL", *_system_binds()]
     generated = sorted(os.listdir(files / "etc"))
@@ -40,9 +43,9 @@ def bwrap_options(job: AgentJob, files: Path) -> list[str]:
     options += ["--bind", str(job.profile_root), str(job.profile_root)]
     if job.profile_root not in job.workspace.parents:
         options += ["--bind", str(job.workspace), str(job.workspace)]
-    options += ["--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH]
     if job.door_socket:
-        options += ["--bind", job.door_socket, DOOR_PATH]
+        options += ["--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH,
+                    "--bind", job.door_socket, DOOR_PATH]
     return [*options, "--remount-ro", "/", "--chdir", str(job.workspace)]
 
 
@@ -62,7 +65,8 @@ class BwrapAgentSandbox(AgentSandbox):
             raise InfrastructureError(why)
         try:
             with run_files(job) as files:
-                run = run_in_bwrap(bwrap_options(job, files), launcher_argv(PYTHON, job),
+                argv = launcher_argv(PYTHON, job) if job.door_socket else job.argv
+                run = run_in_bwrap(bwrap_options(job, files), argv,
                                    env=job.env, limits=job.limits, stdin=job.stdin,
                                    should_stop=job.should_stop)
         except SandboxError as exc:

@@ -55,11 +55,16 @@ class DockerAgentSandbox(AgentSandbox):
             _make_writable_by_sandbox(job.workspace)
         try:
             with run_files(job) as files:
-                create = dict(locked_down(job.limits),
-                              command=launcher_argv("/usr/bin/python3", job, STDIN_PATH),
+                # pid 1: the launcher when there is a door or a stdin, else docker's init;
+                # either starts with the agent's environment only
+                launcher = bool(job.door_socket or job.stdin)
+                command = launcher_argv("/usr/bin/python3", job,
+                                        STDIN_PATH if job.stdin else None) \
+                    if launcher else job.argv
+                create = dict(locked_down(job.limits), command=command,
                               environment=dict(job.env), working_dir=str(job.workspace),
                               user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                              volumes=self._volumes(job, files), init=False,
+                              volumes=self._volumes(job, files), init=not launcher,
                               hostname="evalq-agent",
                               labels=container_labels(job.label, job.limits,
                                                       **{LABEL_PHASE: "agent"}))

@@ -1,26 +1,27 @@
-"""pid 1 of an agent sandbox: opens the model door, starts the agent, reaps, and ends it all.
+"""pid 1 of an agent sandbox that has a door: opens it, starts the agent, reaps, ends it all.
 
-Run as `python3 -I -S launcher.py CONFIG_JSON` with the agent's minimal environment only, so
-/proc/1/environ inside shows nothing of the worker. Standard library only (it runs on the
-sandbox's own python3, with no site-packages). When the agent exits, this process exits with
-its status; the kernel then kills every process left in the pid namespace, `setsid` or not.
-
-CONFIG_JSON: {"argv": [...], "cwd": "...", "door": "/run/evalq/door.sock" | null, "port": N,
-              "stdin": a file to read as the agent's standard input | null}
+`python3 -I -S launcher.py DOOR_SOCKET PORT STDIN_FILE -- ARGV...` (STDIN_FILE or "-"), run with
+the agent's minimal environment only, so /proc/1/environ inside shows nothing of the worker.
+It listens on 127.0.0.1:PORT and relays each connection to the door's unix socket (or "-": no
+door). When the agent exits, this process exits with its status and the kernel kills every
+process left in the pid namespace, `setsid` or not. Only builtin modules (_socket, _thread,
+_signal): it runs on the toolchain's python3 with no site-packages, and starts in a few ms.
 """
 
-import json
 import os
-import signal
-import socket
 import sys
-import threading
+
+import _signal
+import _socket
+import _thread
+
+BUFFER = 65536
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def _pump(src, dst, done=None) -> None:
     try:
         while True:
-            data = src.recv(65536)
+            data = src.recv(BUFFER)
             if not data:
                 break
             dst.sendall(data)
@@ -28,23 +29,27 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
         pass
     finally:
         try:
-            dst.shutdown(socket.SHUT_WR)
+            dst.shutdown(_socket.SHUT_WR)
         except OSError:
             pass
+        if done is not None:
+            done.release()
 
 
-def relay(client: socket.socket, upstream: socket.socket) -> None:
+def relay(client, upstream) -> None:
     """Copy bytes both ways until each side has closed (also used by evalq.workers.door)."""
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(_pump, (upstream, client, done))
     _pump(client, upstream)
-    back.join()
+    done.acquire()
     client.close()
     upstream.close()
 
 
-def _to_door(client: socket.socket, door: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _to_door(fd: int, door: str) -> None:
+    client = _socket.socket(fileno=fd)
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(door)
     except OSError:
@@ -54,19 +59,19 @@ def _to_door(client: socket.socket, door: str) -> None:
     relay(client, upstream)
 
 
+def _serve(listener, door: str) -> None:
+    while True:
+        fd, _ = listener._accept()
+        _thread.start_new_thread(_to_door, (fd, door))
+
+
 def open_door(door: str, port: int) -> None:
-    """Listen on 127.0.0.1:port and relay each connection to the door's unix socket."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """Listen on 127.0.0.1:port (before the agent starts) and relay to the door's socket."""
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
-
-    def serve() -> None:
-        while True:
-            client, _ = listener.accept()
-            threading.Thread(target=_to_door, args=(client, door), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+    _thread.start_new_thread(_serve, (listener, door))
 
 
 def _status(code: int) -> int:
@@ -75,21 +80,23 @@ def _status(code: int) -> int:
     return 128 + os.WTERMSIG(code) if os.WIFSIGNALED(code) else 1
 
 
-def main() -> int:
-    config = json.loads(sys.argv[1])
-    if config.get("door"):
-        open_door(config["door"], int(config["port"]))
-    # pid 1 gets no default signal actions: forward a TERM to everything, then leave
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(-1, signal.SIGKILL))
+def main(args: list) -> int:
+    door, port, stdin, separator, argv = args[0], int(args[1]), args[2], args[3], args[4:]
+    if separator != "--" or not argv:
+        os.write(2, b"evalq sandbox launcher: DOOR PORT STDIN -- ARGV...\n")
+        return 2
+    if door != "-":
+        open_door(door, port)
+    # pid 1 gets no default signal actions: a TERM from outside ends everything
+    _signal.signal(_signal.SIGTERM, lambda *_: os.kill(-1, _signal.SIGKILL))
     agent = os.fork()
     if agent == 0:
         try:
-            os.chdir(config["cwd"])
-            if config.get("stdin"):
-                os.dup2(os.open(config["stdin"], os.O_RDONLY), 0)
-            os.execv(config["argv"][0], config["argv"])
+            if stdin != "-":
+                os.dup2(os.open(stdin, os.O_RDONLY), 0)
+            os.execv(argv[0], argv)
         except OSError as exc:
-            os.write(2, f"evalq sandbox: cannot start {config['argv'][0]}: {exc}\n".encode())
+            os.write(2, f"evalq sandbox: cannot start {argv[0]}: {exc}\n".encode())
         os._exit(127)
     while True:  # reap every orphan re-parented to us until the agent itself is gone
         try:
@@ -101,5 +108,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.stdout.flush()
-    os._exit(main())
+    os._exit(main(sys.argv[1:]))
