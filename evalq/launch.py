@@ -37,6 +37,9 @@ class LaunchSummary:
 
 def register_study(study: Study, settings: Settings):
     """Freeze (or check the lock), plan, and insert the study and its trials. Returns the engine."""
+    from evalq.workers.sandbox import get_agent_sandbox
+
+    get_agent_sandbox(settings.agent_sandbox)  # a bad EVALQ_AGENT_SANDBOX fails here, clearly
     lock = verify_lock(study) or freeze(study)
     engine = init_db(settings.database_url)
     store = open_store(settings.artifacts_url)

@@ -31,8 +31,8 @@ def sweep_once(sandbox) -> int:
         log.warning("sandbox sweep (%s) failed, will retry: %s", sandbox.name, exc)
         return 0
     if removed:
-        log.warning("sandbox sweep (%s) removed %d leftover(s) of crashed runs",
-                    sandbox.name, removed)
+        log.warning("sandbox sweep (%s) removed %d leftover(s) of crashed %s",
+                    sandbox.name, removed, getattr(sandbox, "phase", "gradings"))
     return removed
 
 

@@ -13,15 +13,20 @@ BACKENDS = {"bwrap": "evalq.graders.sandbox.bwrap:BwrapSandbox",
 
 def get_sandbox(name: str | None = None) -> Sandbox:
     """The backend named, else EVALQ_SANDBOX, else bubblewrap."""
-    name = name or os.environ.get("EVALQ_SANDBOX") or "bwrap"
-    if name not in BACKENDS:
-        raise UserError(f"unknown sandbox '{name}'", field="sandbox",
-                        fix=f"use one of {', '.join(sorted(BACKENDS))}")
-    module_name, class_name = BACKENDS[name].split(":")
+    return load_backend(BACKENDS, name, "EVALQ_SANDBOX", "sandbox")
+
+
+def load_backend(backends: dict[str, str], name: str | None, env: str, field: str):
+    """An instance of the backend `name` (else $env, else bwrap) from a {name: module:class}
+    table; shared by the grading and the agent sandboxes."""
+    name = name or os.environ.get(env) or "bwrap"
+    if name not in backends:
+        raise UserError(f"unknown {field.replace('_', ' ')} '{name}'", field=field,
+                        fix=f"use one of {', '.join(sorted(backends))} (or set {env})")
+    module_name, class_name = backends[name].split(":")
     import importlib
 
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls()
+    return getattr(importlib.import_module(module_name), class_name)()
 
 
-__all__ = ["ExecResult", "Sandbox", "SandboxLimits", "get_sandbox", "BACKENDS"]
+__all__ = ["ExecResult", "Sandbox", "SandboxLimits", "get_sandbox", "load_backend", "BACKENDS"]

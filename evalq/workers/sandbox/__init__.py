@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-
-from evalq.errors import UserError
+from evalq.graders.sandbox import load_backend
 from evalq.workers.sandbox.base import DOOR_PORT, AgentJob, AgentSandbox
 
 BACKENDS = {"bwrap": "evalq.workers.sandbox.bwrap:BwrapAgentSandbox",
@@ -15,12 +12,7 @@ BACKENDS = {"bwrap": "evalq.workers.sandbox.bwrap:BwrapAgentSandbox",
 
 def get_agent_sandbox(name: str | None = None) -> AgentSandbox:
     """The backend named, else EVALQ_AGENT_SANDBOX, else bubblewrap."""
-    name = name or os.environ.get("EVALQ_AGENT_SANDBOX") or "bwrap"
-    if name not in BACKENDS:
-        raise UserError(f"unknown agent sandbox '{name}'", field="EVALQ_AGENT_SANDBOX",
-                        fix=f"use one of {', '.join(sorted(BACKENDS))}")
-    module_name, class_name = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+    return load_backend(BACKENDS, name, "EVALQ_AGENT_SANDBOX", "agent_sandbox")
 
 
 __all__ = ["AgentJob", "AgentSandbox", "BACKENDS", "DOOR_PORT", "get_agent_sandbox"]

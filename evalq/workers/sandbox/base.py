@@ -64,6 +64,8 @@ class AgentSandbox(ABC):
     name: ClassVar[str]
     #: False only for `none`: the run is then marked unsealed in the lock and report
     sealed: ClassVar[bool] = True
+    #: what the janitor's log calls this backend's leftovers
+    phase: ClassVar[str] = "agent runs"
 
     @abstractmethod
     def run(self, job: AgentJob) -> ProcResult:

@@ -19,8 +19,12 @@ from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import (AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE,
                                         AgentJob, AgentSandbox, launcher_argv, run_files)
 
-#: the launcher runs on the toolchain's own interpreter, never the worker's virtualenv
-PYTHON = "/usr/bin/python3"
+#: the launcher runs on the toolchain's own interpreter (under /usr), never a virtualenv's
+PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
+def toolchain_python() -> str | None:
+    return next((p for p in PYTHONS if os.access(p, os.X_OK)), None)
 
 
 def bwrap_options(job: AgentJob, files: Path) -> list[str]:
@@ -55,8 +59,8 @@ class BwrapAgentSandbox(AgentSandbox):
     @classmethod
     def available(cls) -> tuple[bool, str]:
         ok, why = BwrapSandbox.available()
-        if ok and not os.access(PYTHON, os.X_OK):
-            return False, f"{PYTHON} is missing (apt-get install -y python3): the launcher needs it"
+        if ok and toolchain_python() is None:
+            return False, "no python3 under /usr (apt-get install -y python3): the launcher needs it"
         return ok, why
 
     def run(self, job: AgentJob) -> ProcResult:
@@ -65,7 +69,7 @@ class BwrapAgentSandbox(AgentSandbox):
             raise InfrastructureError(why)
         try:
             with run_files(job) as files:
-                argv = launcher_argv(PYTHON, job) if job.door_socket else job.argv
+                argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
                 run = run_in_bwrap(bwrap_options(job, files), argv,
                                    env=job.env, limits=job.limits, stdin=job.stdin,
                                    should_stop=job.should_stop)
