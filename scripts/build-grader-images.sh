@@ -37,6 +37,8 @@ declare -A PACKAGES=(
 )
 ALL=(python node make agent)
 
+# what else a rootfs recipe does for one image (part of its cache key)
+recipe_extra() { if [ "$1" = agent ]; then echo "root-0755"; fi; }
 image_of() { if [ "$1" = agent ]; then echo "evalq-agent:local"; else echo "evalq-grader-$1:local"; fi; }
 
 say() { echo "build-grader-images: $*" >&2; }
@@ -130,6 +132,8 @@ make_rootfs() {  # name pkgs tarball
     grep -q '^nobody:x:65534:65534:' "$ROOTFS/etc/passwd" || die "$name: no nobody (65534) user in the rootfs"
     install -d -m 0755 -o 65534 -g 65534 "$ROOTFS/workspace" "$ROOTFS/report"
     chmod 1777 "$ROOTFS/tmp"
+    # The agent user (65534) must traverse /root to reach installs bind-mounted below it.
+    if [ "$name" = agent ]; then chmod 0755 "$ROOTFS/root"; fi
     # Trim what a grader never needs.
     rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
            "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* \
@@ -157,7 +161,8 @@ build_one() {  # name
     local name=$1 image pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id
     trap cleanup EXIT
     image=$(image_of "$name")
-    key=$(printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs" | sha256sum | cut -c1-16)
+    key=$( { printf '%s\n' "$RECIPE_VERSION" "$SUITE" "$pkgs"; recipe_extra "$name"; } \
+          | sha256sum | cut -c1-16)
     tarball="$CACHE/rootfs-$name-$key.tar"
     if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then
         make_rootfs "$name" "$pkgs" "$tarball"
