@@ -170,9 +170,12 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
         resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    def kill_rest() -> None:
-        if group is not None:
-            group.kill_all()
+    def kill_rest() -> None:  # one pass now; the wait for an empty cgroup comes after the reap
+        for pid in group.pids() if group is not None else ():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     try:
         result = run_bounded(command, env=dict(env), cwd="/", timeout=limits.timeout_seconds,

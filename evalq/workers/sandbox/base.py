@@ -9,11 +9,13 @@ the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Optional
@@ -108,31 +110,40 @@ def launcher_argv(python: str, job: AgentJob, stdin: Optional[str] = None) -> li
             *job.argv]
 
 
+#: the few /etc files an agent needs, generated: nothing of the host's users or hosts
+ETC_FILES = {
+    "passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_UID}:{AGENT_UID}:agent:/tmp:"
+              "/bin/sh\n",
+    "group": f"root:x:0:\nagent:x:{AGENT_UID}:\n",
+    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+}
+
+
+@lru_cache(maxsize=1)
+def etc_dir() -> Path:
+    """A folder of this worker process with the generated /etc files, each mounted read-only
+    into every sandbox (the same for all runs: made once, removed when the process ends)."""
+    folder = Path(tempfile.mkdtemp(prefix="evalq-agent-etc-"))
+    atexit.register(shutil.rmtree, folder, True)
+    for name, text in ETC_FILES.items():
+        (folder / name).write_text(text)
+        os.chmod(folder / name, 0o644)
+    os.chmod(folder, 0o755)
+    return folder
+
+
 @contextmanager
-def run_files(job: AgentJob) -> Iterator[Path]:
-    """A private host folder, for the run, holding the generated etc/ files and the stdin
-    file: each is mounted read-only into the sandbox, the folder itself never."""
-    folder = Path(tempfile.mkdtemp(prefix="evalq-agent-files-"))
+def stdin_file(job: AgentJob) -> Iterator[Optional[Path]]:
+    """The agent's standard input as a file the sandbox user can read, for the run."""
+    if not job.stdin:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="evalq-agent-stdin-"))
     try:
-        (folder / "etc").mkdir()
-        for name, text in etc_files(job.env.get("HOME", "/")).items():
-            (folder / "etc" / name).write_text(text)
-        (folder / "stdin").write_bytes(job.stdin or b"")
-        for path in (folder, folder / "etc"):
-            os.chmod(path, 0o755)
-        for path in [*(folder / "etc").iterdir(), folder / "stdin"]:
-            os.chmod(path, 0o644)
-        yield folder
+        (folder / "stdin").write_bytes(job.stdin)
+        os.chmod(folder / "stdin", 0o644)
+        os.chmod(folder, 0o755)
+        yield folder / "stdin"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def etc_files(home: str) -> dict[str, str]:
-    """The few /etc files an agent needs, generated: nothing of the host's users or hosts."""
-    return {
-        "passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_UID}:{AGENT_UID}:agent:"
-                  f"{home}:/bin/sh\n",
-        "group": f"root:x:0:\nagent:x:{AGENT_UID}:\n",
-        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
-        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-    }

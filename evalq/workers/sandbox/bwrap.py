@@ -10,14 +10,14 @@ under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from evalq.errors import InfrastructureError, SandboxError
 from evalq.graders.sandbox.bwrap import ETC_FILES, BwrapSandbox, _system_binds, run_in_bwrap
 from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.proc import ProcResult
-from evalq.workers.sandbox.base import (AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE,
-                                        AgentJob, AgentSandbox, launcher_argv, run_files)
+from evalq.workers.sandbox.base import AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE
+from evalq.workers.sandbox.base import ETC_FILES as GENERATED
+from evalq.workers.sandbox.base import AgentJob, AgentSandbox, etc_dir, launcher_argv
 
 #: the launcher runs on the toolchain's own interpreter (under /usr), never a virtualenv's
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
@@ -27,7 +27,7 @@ def toolchain_python() -> str | None:
     return next((p for p in PYTHONS if os.access(p, os.X_OK)), None)
 
 
-def bwrap_options(job: AgentJob, files: Path) -> list[str]:
+def bwrap_options(job: AgentJob) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom."""
     # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
     # launcher, with the agent's environment only) reaps and ends the sandbox with the agent
@@ -35,12 +35,11 @@ def bwrap_options(job: AgentJob, files: Path) -> list[str]:
     options = ["--unshare-all", "--die-with-parent", "--new-session", *pid1,
                "--hostname", "evalq-agent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
                "--cap-drop", "ALL", *_system_binds()]
-    generated = sorted(os.listdir(files / "etc"))
     for path in ETC_FILES:
-        if os.path.basename(path) not in generated:
+        if os.path.basename(path) not in GENERATED:
             options += ["--ro-bind-try", path, path]
-    for name in generated:
-        options += ["--ro-bind", str(files / "etc" / name), f"/etc/{name}"]
+    for name in GENERATED:
+        options += ["--ro-bind", str(etc_dir() / name), f"/etc/{name}"]
     options += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in job.readonly:
         options += ["--ro-bind", str(path), str(path)]
@@ -67,12 +66,10 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
+        argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
         try:
-            with run_files(job) as files:
-                argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
-                run = run_in_bwrap(bwrap_options(job, files), argv,
-                                   env=job.env, limits=job.limits, stdin=job.stdin,
-                                   should_stop=job.should_stop)
+            run = run_in_bwrap(bwrap_options(job), argv, env=job.env, limits=job.limits,
+                               stdin=job.stdin, should_stop=job.should_stop)
         except SandboxError as exc:
             raise InfrastructureError(f"agent sandbox: {exc}") from exc
         return run.proc

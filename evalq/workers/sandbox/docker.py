@@ -17,8 +17,9 @@ from evalq.errors import InfrastructureError, SandboxError
 from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, _make_writable_by_sandbox,
                                           container_labels, locked_down)
 from evalq.proc import ProcResult
-from evalq.workers.sandbox.base import (DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE, STDIN_PATH,
-                                        AgentJob, AgentSandbox, launcher_argv, run_files)
+from evalq.workers.sandbox.base import (DOOR_PATH, ETC_FILES, LAUNCHER_PATH, LAUNCHER_SOURCE,
+                                        STDIN_PATH, AgentJob, AgentSandbox, etc_dir,
+                                        launcher_argv, stdin_file)
 
 IMAGE_ENV = "EVALQ_AGENT_IMAGE"
 DEFAULT_IMAGE = "evalq-agent:local"
@@ -36,15 +37,16 @@ class DockerAgentSandbox(AgentSandbox):
     def available(cls) -> tuple[bool, str]:
         return DockerSandbox.available()
 
-    def _volumes(self, job: AgentJob, files) -> dict:
+    def _volumes(self, job: AgentJob, stdin) -> dict:
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
         volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
         if job.profile_root not in job.workspace.parents:
             volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
         volumes[str(LAUNCHER_SOURCE)] = {"bind": LAUNCHER_PATH, "mode": "ro"}
-        volumes[str(files / "stdin")] = {"bind": STDIN_PATH, "mode": "ro"}
-        for name in os.listdir(files / "etc"):
-            volumes[str(files / "etc" / name)] = {"bind": f"/etc/{name}", "mode": "ro"}
+        if stdin is not None:
+            volumes[str(stdin)] = {"bind": STDIN_PATH, "mode": "ro"}
+        for name in ETC_FILES:
+            volumes[str(etc_dir() / name)] = {"bind": f"/etc/{name}", "mode": "ro"}
         if job.door_socket:
             volumes[job.door_socket] = {"bind": DOOR_PATH, "mode": "rw"}
         return volumes
@@ -54,7 +56,7 @@ class DockerAgentSandbox(AgentSandbox):
         if job.profile_root not in job.workspace.parents:
             _make_writable_by_sandbox(job.workspace)
         try:
-            with run_files(job) as files:
+            with stdin_file(job) as stdin:
                 # pid 1: the launcher when there is a door or a stdin, else docker's init;
                 # either starts with the agent's environment only
                 launcher = bool(job.door_socket or job.stdin)
@@ -64,7 +66,7 @@ class DockerAgentSandbox(AgentSandbox):
                 create = dict(locked_down(job.limits), command=command,
                               environment=dict(job.env), working_dir=str(job.workspace),
                               user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                              volumes=self._volumes(job, files), init=not launcher,
+                              volumes=self._volumes(job, stdin), init=not launcher,
                               hostname="evalq-agent",
                               labels=container_labels(job.label, job.limits,
                                                       **{LABEL_PHASE: "agent"}))
