@@ -15,8 +15,8 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "distributed"))
 
-from dist_support import Procs, evalq_env, wait_for  # noqa: E402
-from test_dist_janitor import _cgroup, _reaped  # noqa: E402
+from dist_support import Procs, wait_for  # noqa: E402
+from test_dist_janitor import _cgroup, _reaped, worker_env  # noqa: E402
 from evalq.graders import janitor  # noqa: E402
 from evalq.graders.sandbox.docker import container_labels  # noqa: E402
 from evalq.graders.sandbox.base import SandboxLimits  # noqa: E402
@@ -27,9 +27,7 @@ from evalq.workers.sandbox.docker import DEFAULT_IMAGE, LABEL_PHASE  # noqa: E40
 def test_an_agent_worker_sweeps_orphan_agent_cgroups_when_it_starts(tmp_path, redis_url):
     orphan, orphan_sleeper = _cgroup(_reaped())
     live, live_sleeper = _cgroup(os.getpid())
-    env = evalq_env({"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_BROKER_URL": redis_url,
-                     "EVALQ_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
-                     "EVALQ_AGENT_SANDBOX": "bwrap"})
+    env = worker_env(tmp_path, redis_url, EVALQ_AGENT_SANDBOX="bwrap")
     procs = Procs(tmp_path)
     try:
         procs.worker("agents", "host-a", "agents", env)
