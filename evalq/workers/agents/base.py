@@ -14,6 +14,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 from evalq.fixtures import Fixture
 from evalq.models import Budgets, Condition, Limits, RunMetrics
+from evalq.config import load_settings
 from evalq.pricing import price_run
 from evalq.proc import ProcResult
 from evalq.workers.door import open_door
@@ -147,6 +148,10 @@ class AgentAdapter(ABC):
         """What the agent sees read-only besides the toolchain: its own install folders."""
         return install_paths(self.executable_path(ctx)) if self.executable else []
 
+    def overlays(self, ctx: AgentContext) -> list[Path]:
+        """Read-only paths inside EVALQ_HOME this agent may see (none: only `scripted` has one)."""
+        return []
+
     def prepare(self, ctx: AgentContext) -> None:
         """Write the agent's own config into the fresh profile (skills, instructions, model)."""
 
@@ -180,7 +185,8 @@ class AgentAdapter(ABC):
             self.prepare(ctx)
             argv = self.command(ctx)
             readonly = self.readonly_paths(ctx) if box.sealed else []
-            refuse_exposing(readonly, protected_folders(ctx.evalq_home))
+            home = ctx.evalq_home or load_settings().home
+            refuse_exposing(readonly, protected_folders(home), home, self.overlays(ctx))
             proc = box.run(AgentJob(argv=argv, env=env, workspace=ctx.workspace,
                                     profile_root=ctx.profile.root,
                                     limits=agent_limits(ctx.limits, ctx.budgets,

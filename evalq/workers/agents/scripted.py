@@ -74,10 +74,12 @@ class ScriptedAgent(AgentAdapter):
 
     def readonly_paths(self, ctx: AgentContext) -> list[Path]:
         """The interpreter, its venv and the evalq package; the one overlay it applies."""
-        paths = evalq_python_paths()
+        return evalq_python_paths() + self.overlays(ctx)
+
+    def overlays(self, ctx: AgentContext) -> list[Path]:
         if ctx.settings.get("action") == "solution":
-            paths.append(ctx.fixture.solution_dir(ctx.settings["solution"]))
-        return paths
+            return [ctx.fixture.solution_dir(ctx.settings["solution"])]
+        return []
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         events = []

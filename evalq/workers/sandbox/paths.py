@@ -69,12 +69,21 @@ def visible(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def refuse_exposing(readonly: Iterable[Path], protected: Iterable[Path]) -> None:
+def refuse_exposing(readonly: Iterable[Path], protected: Iterable[Path],
+                    evalq_home: Path | None = None, allowed: Iterable[Path] = ()) -> None:
     """Refuse a read-only path that would show a protected folder (EVALQ_HOME, the worker's
-    HOME, a checkout with fixtures) by being that folder or one above it."""
+    HOME, a checkout with fixtures) by being that folder or one above it, or that lies inside
+    EVALQ_HOME (its database, artifacts, fixture cache, other runs) unless it is `allowed`
+    (the one solution overlay the scripted agent applies)."""
     guarded = [Path(os.path.realpath(p)) for p in protected]
+    home = Path(os.path.realpath(evalq_home)) if evalq_home is not None else None
+    exempt = {Path(os.path.realpath(p)) for p in allowed}
     for path in readonly:
         real = Path(os.path.realpath(path))
+        if home is not None and home in real.parents and real not in exempt:
+            raise InfrastructureError(
+                f"the agent sandbox would expose {path}, inside EVALQ_HOME {home}; "
+                "install the agent outside it")
         for folder in guarded:
             if real == folder or real in folder.parents:
                 raise InfrastructureError(
@@ -82,12 +91,11 @@ def refuse_exposing(readonly: Iterable[Path], protected: Iterable[Path]) -> None
                     f"{path}; install the agent outside it (its own prefix or virtualenv)")
 
 
-def protected_folders(evalq_home: Path | None = None) -> list[Path]:
+def protected_folders(evalq_home: Path) -> list[Path]:
     """Folders no declared path may expose: EVALQ_HOME, the worker's HOME, the checkout."""
     import evalq
-    from evalq.config import load_settings
 
-    folders = [evalq_home or load_settings().home, Path.home()]
+    folders = [evalq_home, Path.home()]
     checkout = Path(evalq.__file__).resolve().parent.parent
     if (checkout / "fixtures").is_dir() or (checkout / ".git").exists():
         folders.append(checkout)
