@@ -59,8 +59,7 @@ def open_door(upstream_base_url: str,
     path = os.path.join(folder, "door.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
-    os.chmod(folder, 0o755)
-    os.chmod(path, 0o666)  # the sandbox user (65534 in Docker) connects to it
+    os.chmod(path, 0o600)  # the worker's own; the Docker backend hands it to the agent user
     listener.listen(64)
     stopped = threading.Event()
 

@@ -26,6 +26,15 @@ DEFAULT_IMAGE = "evalq-agent:local"
 LABEL_PHASE = "evalq.phase"
 
 
+def _own_door(socket_path: str) -> None:
+    """Only the agent user may connect: no other local user reaches the model endpoint (and
+    the gateway's credential) through the door. Without root, open it up instead."""
+    try:
+        os.chown(socket_path, SANDBOX_UID, SANDBOX_UID)
+    except PermissionError:
+        os.chmod(socket_path, 0o666)
+
+
 class DockerAgentSandbox(AgentSandbox):
     name: ClassVar[str] = "docker"
 
@@ -52,6 +61,8 @@ class DockerAgentSandbox(AgentSandbox):
         return volumes
 
     def run(self, job: AgentJob) -> ProcResult:
+        if job.door_socket:
+            _own_door(job.door_socket)
         _make_writable_by_sandbox(job.profile_root)
         if job.profile_root not in job.workspace.parents:
             _make_writable_by_sandbox(job.workspace)
