@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     artifacts_url: Optional[str] = Field(None, description="artifact store", json_schema_extra={
         "default_shown": "`$EVALQ_HOME/artifacts`"})
     sandbox: Literal["bwrap", "docker"] = Field("bwrap", description="grading sandbox")
+    agent_sandbox: Literal["bwrap", "docker", "none"] = Field(
+        "bwrap", description="agent sandbox (`none`: debugging only, the study is marked "
+                             "unsealed)")
+    agent_image: str = Field("evalq-agent:local", description="the Docker agent sandbox's image")
     max_trial_seconds: float = Field(
         3600, gt=0, description="longest trial, in seconds (sets the broker's visibility "
                                 "timeout, about twice this)")

@@ -7,7 +7,7 @@ import re
 from enum import Enum
 from typing import Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 
 class Outcome(str, Enum):
@@ -95,6 +95,19 @@ class Budgets(Strict):
     wall_seconds: Optional[float] = Field(None, gt=0)
     max_steps: Optional[int] = Field(None, gt=0)
     max_cost_usd: Optional[float] = Field(None, gt=0)
+    #: the agent sandbox's memory (MB), process count and CPUs; default 4096, 512, 2
+    memory_mb: Optional[int] = Field(None, gt=0)
+    pids: Optional[int] = Field(None, gt=0)
+    cpus: Optional[float] = Field(None, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_sandbox_sizes(self, handler):
+        """Left out when unset, so the digests of studies written before them stay the same."""
+        data = handler(self)
+        for name in ("memory_mb", "pids", "cpus"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class PinnedEnvironment(Strict):

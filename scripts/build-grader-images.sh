@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Build the local grader images without any image registry (DESIGN.md, "Docker here").
 #
-#   bash scripts/build-grader-images.sh [--force] [--no-cache] [--rootfs-only] [python] [node] [make]
+#   bash scripts/build-grader-images.sh [--force] [--no-cache] [--rootfs-only] [python] [node] [make] [agent]
+#
+# `agent` is evalq-agent:local, the root of the Docker agent sandbox (evalq/workers/sandbox/):
+# the toolchains agents need (python3, nodejs, bash, coreutils, git, patch); the agent's own
+# install (npm prefix, virtualenv) is bind-mounted read-only at run time. --rootfs-only with no
+# name builds the grading toolchains only (the bubblewrap agent sandbox uses the host's).
 #
 # Each toolchain is a Debian minbase root file system made by debootstrap from the machine's
 # own apt mirror (read from /etc/apt at run time, never written into the repository),
@@ -34,9 +39,15 @@ declare -A PACKAGES=(
     [python]="python3,python3-pytest"
     [node]="nodejs,python3,python3-pytest"
     [make]="make,gcc,libc6-dev,bash,python3,python3-pytest"
+    [agent]="python3,nodejs,bash,coreutils,git,patch"
 )
-# python3 + pytest in every toolchain: the judge of a grading is Python whatever the subject is.
-ALL=(python node make)
+# python3 + pytest in every grading toolchain: the judge is Python whatever the subject is.
+GRADERS=(python node make)
+ALL=("${GRADERS[@]}" agent)
+
+# what else a rootfs recipe does for one image (part of its cache key)
+recipe_extra() { if [ "$1" = agent ]; then echo "root-0755"; fi; }
+image_of() { if [ "$1" = agent ]; then echo "evalq-agent:local"; else echo "evalq-grader-$1:local"; fi; }
 
 say() { echo "build-grader-images: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -47,15 +58,18 @@ for arg in "$@"; do
         --force) force=1 ;;
         --no-cache) nocache=1; force=1 ;;
         --rootfs-only) rootfs_only=1 ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        python|node|make) wanted+=("$arg") ;;
-        *) die "unknown argument '$arg' (expected --force, --no-cache, --rootfs-only, python, node or make)" ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        python|node|make|agent) wanted+=("$arg") ;;
+        *) die "unknown argument '$arg' (expected --force, --no-cache, --rootfs-only, python, node, make or agent)" ;;
     esac
 done
-[ "${#wanted[@]}" -gt 0 ] || wanted=("${ALL[@]}")
+if [ "${#wanted[@]}" -eq 0 ]; then
+    if [ "$rootfs_only" -eq 1 ]; then wanted=("${GRADERS[@]}"); else wanted=("${ALL[@]}"); fi
+fi
 
 recipe_key() {  # name: what the cached tarball and tree were made from
-    printf '%s\n' "$RECIPE_VERSION" "$SUITE" "${PACKAGES[$1]}" | sha256sum | cut -c1-16
+    { printf '%s\n' "$RECIPE_VERSION" "$SUITE" "${PACKAGES[$1]}"; recipe_extra "$1"; } \
+        | sha256sum | cut -c1-16
 }
 tree_current() {  # name
     [ -d "$CACHE/rootfs/$1/usr" ] && [ -s "$CACHE/rootfs/$1.digest" ] \
@@ -151,6 +165,8 @@ make_rootfs() {  # name pkgs tarball
     grep -q '^nobody:x:65534:65534:' "$ROOTFS/etc/passwd" || die "$name: no nobody (65534) user in the rootfs"
     install -d -m 0755 -o 65534 -g 65534 "$ROOTFS/workspace" "$ROOTFS/report"
     chmod 1777 "$ROOTFS/tmp"
+    # the agent sandbox runs as 65534 and must reach agents installed under /root (bind-mounted)
+    if [ "$name" = agent ]; then chmod 0755 "$ROOTFS/root"; fi
     # Trim what a grader never needs.
     rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
            "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/* \
@@ -165,6 +181,7 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
     case $name in
         python) check='python3 --version && python3 -m pytest --version' ;;
         node)   check='python3 -m pytest --version && node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
+        agent)  check='python3 --version && node --version && git --version && patch --version | head -n1' ;;
         make)   check='python3 -m pytest --version && make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
     esac
     docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \
@@ -197,12 +214,13 @@ install_tree() {  # name key tarball: $CACHE/rootfs/NAME from the tarball, with 
 
 image_current() {  # name digest: whether the image was imported from this very tree
     [ "$(docker image inspect --format '{{ index .Config.Labels "org.evalq.rootfs-digest" }}' \
-        "evalq-grader-$1:local" 2>/dev/null)" = "$2" ]
+        "$(image_of "$1")" 2>/dev/null)" = "$2" ]
 }
 
 build_one() {  # name
-    local name=$1 image="evalq-grader-$1:local" pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id digest
+    local name=$1 image pkgs=${PACKAGES[$1]} start=$SECONDS key tarball old_id new_id digest
     trap cleanup EXIT
+    image=$(image_of "$name")
     key=$(recipe_key "$name")
     tarball="$CACHE/rootfs-$name-$key.tar"
     if [ "$nocache" -eq 1 ] || [ ! -s "$tarball" ]; then

@@ -17,7 +17,7 @@ import tarfile
 import pytest
 
 from evalq.errors import EvalqError
-from evalq.fixtures.fixture import archive as ws_mod
+from evalq.fixtures import archive as ws_mod
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.fixtures.archive import (BadArchive, WorkspaceTooLarge, pack_workspace,
                                      unpack_workspace)

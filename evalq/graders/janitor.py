@@ -1,11 +1,13 @@
-"""The grading worker's janitor: sweeps what crashed gradings left behind, at start and every
-SWEEP_EVERY seconds.
+"""The workers' janitor: sweeps what crashed gradings and agent runs left behind, at start and
+every SWEEP_EVERY seconds.
 
 A grading worker killed mid-run leaves a container (Docker), or a cgroup and a size-capped
 tmpfs (bubblewrap), and its grading folder in the temp dir. Each backend's `sweep` removes its own orphans: containers past the
 deadline written on them, cgroups and tmpfs mounts whose owning process is gone, and anything
-older than ORPHAN_AGE_SECONDS. It runs in the worker's main process, in a daemon thread, only
-when the worker consumes the grading queue.
+older than ORPHAN_AGE_SECONDS. An agent worker sweeps its agent sandbox backend the same way
+(evalq/workers/sandbox/: bwrap cgroups named after their worker process, labelled containers).
+It runs in the worker's main process, in a daemon thread, for each of the grading and agents
+queues the worker consumes.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def sweep_once(sandbox) -> int:
         log.warning("sandbox sweep (%s) failed, will retry: %s", sandbox.name, exc)
         return 0
     if removed:
-        log.warning("sandbox sweep (%s) removed %d leftover(s) of crashed gradings",
-                    sandbox.name, removed)
+        log.warning("sandbox sweep (%s) removed %d leftover(s) of crashed %s",
+                    sandbox.name, removed, getattr(sandbox, "phase", "gradings"))
     return removed
 
 
@@ -56,9 +58,16 @@ def start(sandbox, every: float = SWEEP_EVERY) -> threading.Event:
 def _on_worker_ready(sender=None, **_kwargs) -> None:
     app = getattr(sender, "app", None)
     queues = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None)
-    if not queues or "grading" not in queues:
+    if not queues:
         return
     from evalq.config import load_settings
-    from evalq.graders.sandbox import get_sandbox
 
-    start(get_sandbox(load_settings().sandbox))
+    settings = load_settings()
+    if "grading" in queues:
+        from evalq.graders.sandbox import get_sandbox
+
+        start(get_sandbox(settings.sandbox))
+    if "agents" in queues:
+        from evalq.workers.sandbox import get_agent_sandbox
+
+        start(get_agent_sandbox(settings.agent_sandbox))

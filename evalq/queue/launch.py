@@ -69,6 +69,9 @@ def register_study(study: Study, settings: Settings, limit: int | None = None):
     Returns (engine, lock, study); with `limit`, the study is the smoke run (smoke_study) and its
     lock records what it is a subset of, so no report or status mistakes it for the full study.
     """
+    from evalq.workers.sandbox import get_agent_sandbox
+
+    get_agent_sandbox(settings.agent_sandbox)  # a bad EVALQ_AGENT_SANDBOX fails here, clearly
     lock = verify_lock(study) or freeze(study)
     if limit is not None:
         full_id = study.id
@@ -80,6 +83,9 @@ def register_study(study: Study, settings: Settings, limit: int | None = None):
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
     if study.skills:  # workers install skills from the store, checked against the lock
         lock = dict(lock, published_skills=publish_skills(store, study.skills))
+    # outside lock_digest, like published_skills: where agents ran is a worker setting
+    lock = dict(lock, agent_sandbox=settings.agent_sandbox,
+                sealed=settings.agent_sandbox != "none")
     manifest = study.manifest
     planned = planned_rows(study, limit)
     digests = {f.id: f.digest for f in study.fixtures}

@@ -14,6 +14,7 @@ from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
 from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, pass_k_tables, task_values
+from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
@@ -192,8 +193,11 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "duration_seconds": m.get("duration_seconds")}
 
 
-def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons) -> dict[str, Any]:
+def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
+            sealed: dict[str, Any]) -> dict[str, Any]:
     reasons = []
+    if sealed["sealed"] is False:
+        reasons.append("agents ran unsealed (agent sandbox `none`): they could reach the host")
     if not tests:
         reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     if warn:
@@ -260,6 +264,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
             "conditions": groups[track]["conditions"]}
     reliability = reliability_block(runs, names, _primary_outcomes(study, comparisons))
     warn, warn_reasons = _power(runs, names, groups)
+    sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
     finished = sum(1 for v in views if v.outcome is not None)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -300,6 +305,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
             a for r in runs for a in r.view.attempts),
         "cost": {name: condition_cost([r for r in runs if r.condition == name])
                  for name in names},
-        "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons),
+        "agent_sandbox": sealed,
+        "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed),
         "trial_rows": [_trial_row(r, labels) for r in runs],
     }

@@ -17,6 +17,13 @@ from evalq.report import fmt
 fmt_rate = fmt.rate  # kept for callers of the first report version
 
 
+def _sealed(block: dict[str, Any] | None) -> str:
+    if not block or block["sealed"] is None:
+        return "unavailable (attempts recorded no agent sandbox)"
+    ran = ", ".join(f"{name} ×{count}" for name, count in block["backends"].items())
+    return ("sealed" if block["sealed"] else "**unsealed**") + (f" ({ran})" if ran else "")
+
+
 def _header(report: dict[str, Any]) -> list[str]:
     study, trials, claims = report["study"], report["trials"], report["claims"]
     lock = study["lock_digest"] or ""
@@ -32,7 +39,8 @@ def _header(report: dict[str, Any]) -> list[str]:
                 if report["power_warning_reasons"] else ""),
              "- worker environments: "
              + (f"**{describe_environments(report['worker_environments'])}**"
-                if report.get("worker_environments") else "all attempts ran in one environment")]
+                if report.get("worker_environments") else "all attempts ran in one environment"),
+             f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
                  f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")

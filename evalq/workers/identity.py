@@ -10,14 +10,15 @@ from functools import lru_cache
 from evalq import __version__
 
 
-@lru_cache(maxsize=1)
-def worker_environment() -> dict:
+@lru_cache(maxsize=4)
+def worker_environment(agent_sandbox: str | None = None) -> dict:
+    """Versions are asked in the agent sandbox (a throwaway profile, no credential)."""
     from evalq.workers.agents.registry import ADAPTERS
 
     tools = {}
     for name, adapter in sorted(ADAPTERS.items()):
         version = getattr(adapter, "version", None)
-        tools[name] = version() if callable(version) else None
+        tools[name] = version(agent_sandbox) if callable(version) else None
     return {
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),

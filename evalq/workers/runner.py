@@ -129,7 +129,10 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
     heartbeat.start()
     log.info("running %s", label)
     started = time.time()
-    common = dict(worker_host=host, worker_env=worker_environment(), started_at=started)
+    # which agent sandbox ran it: `none` marks the attempt (and the report) unsealed
+    common = dict(worker_host=host, started_at=started,
+                  worker_env=dict(worker_environment(settings.agent_sandbox),
+                                  agent_sandbox=settings.agent_sandbox))
     profile = None
     try:
         store = open_store(settings.artifacts_url)
@@ -147,7 +150,9 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
-                           attempt=ref["attempt"], should_stop=stop)
+                           attempt=ref["attempt"], should_stop=stop,
+                           sandbox=settings.agent_sandbox, evalq_home=settings.home,
+                           budgets=manifest.budgets)
         result = get_adapter(condition.agent).run(ctx)
         if stop.reason == "study cancelled":
             mark_state(engine, ref["trial_id"], ref["attempt"], state="cancelled",

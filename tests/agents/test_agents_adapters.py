@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ from evalq.workers.agents.base import AgentContext
 from evalq.workers.agents.registry import ADAPTERS, get_adapter, validate_condition
 from evalq.workers.profile import new_profile
 from evalq.workers.redact import Redactor, RedactingFilter
+from evalq.workers.sandbox import get_agent_sandbox
+from evalq.workers.sandbox.base import PLACEHOLDER_KEY
 from evalq.workers.secrets import credentials, read_secrets_file
 from test_agents_support import copy_fixture, run_cli  # noqa: F401
 
@@ -38,18 +42,34 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_wall_limit_kills_the_whole_process_group(tmp_path):
-    ctx = _ctx(tmp_path, {"action": "sleep", "seconds": 60, "spawn_child": True}, wall=2)
+def _sleepers(seconds: str) -> list[int]:
+    """Host pids of live `sleep SECONDS` processes (the agent's grandchild, seen from outside:
+    the pid it reports is one of its own pid namespace)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == \
+                    f"sleep\0{seconds}\0".encode() and _alive(int(proc.name)):
+                found.append(int(proc.name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_wall_limit_kills_the_whole_process_group(tmp_path, sandbox):
+    seconds = 60 + uuid.uuid4().int % 1000 / 1000  # the grandchild sleeps seconds + 60
+    ctx = _ctx(tmp_path, {"action": "sleep", "seconds": seconds, "spawn_child": True}, wall=2)
+    ctx.sandbox = sandbox
     started = time.monotonic()
     result = get_adapter("scripted").run(ctx)
     assert time.monotonic() - started < 20
     assert result.timed_out and result.stop_reason == "wall time limit of 2 s"
-    child = next(json.loads(l) for l in result.stdout.decode().splitlines()
-                 if '"child"' in l)["pid"]
+    assert any('"child"' in l for l in result.stdout.decode().splitlines())
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while _sleepers(str(seconds + 60)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the agent's grandchild survived the wall-time kill"
+    assert not _sleepers(str(seconds + 60)), "the agent's grandchild survived the wall-time kill"
 
 
 def test_credential_from_secrets_file_is_passed_and_redacted(tmp_path, monkeypatch):
@@ -66,13 +86,22 @@ def test_credential_from_secrets_file_is_passed_and_redacted(tmp_path, monkeypat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-wins-0123456789")
     assert credentials(["OPENAI_API_KEY"]) == {"OPENAI_API_KEY": "sk-env-wins-0123456789"}
     monkeypatch.delenv("OPENAI_API_KEY")
+    # unsealed (sandbox `none`, debugging): the agent gets the key, and every copy is masked
     ctx = _ctx(tmp_path, {"action": "noop", "credential_env": ["OPENAI_API_KEY"],
                           "echo_env": ["OPENAI_API_KEY"]})
+    ctx.sandbox = "none"
     result = get_adapter("scripted").run(ctx)
     assert ctx.profile.env["OPENAI_API_KEY"] == secret  # the agent got it
     for blob in (result.stdout, result.stderr, result.transcript,
                  result.final_report.encode(), (ctx.workspace / "leak.txt").read_bytes()):
         assert secret.encode() not in blob and b"[REDACTED]" in blob
+    # sealed: the agent gets only the placeholder; the key never enters the sandbox
+    sealed = _ctx(tmp_path / "s", {"action": "noop", "credential_env": ["OPENAI_API_KEY"],
+                                   "echo_env": ["OPENAI_API_KEY"]})
+    result = get_adapter("scripted").run(sealed)
+    assert sealed.profile.env["OPENAI_API_KEY"] == PLACEHOLDER_KEY
+    assert (sealed.workspace / "leak.txt").read_text() == f"OPENAI_API_KEY={PLACEHOLDER_KEY}\n"
+    assert secret.encode() not in result.stdout + result.stderr
     # and an agent not asking for it never sees it
     other = _ctx(tmp_path / "o", {"action": "noop", "echo_env": ["OPENAI_API_KEY"]})
     get_adapter("scripted").run(other)
@@ -155,6 +184,9 @@ def test_claude_code_settings_and_profile_config(tmp_path):
     assert (config / "skills" / "inventory-helper" / "SKILL.md").is_file()
     assert (config / "CLAUDE.md").read_text() == "Be brief."
     assert json.loads((config / "settings.json").read_text())["env"]["DISABLE_TELEMETRY"] == "1"
+    ctx.model_url = get_agent_sandbox("bwrap").model_url(ctx.settings["base_url"])
+    assert adapter.environment(ctx)["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8976"  # the door
+    ctx.model_url = get_agent_sandbox("none").model_url(ctx.settings["base_url"])
     assert adapter.environment(ctx)["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
     events = [{"type": "assistant", "message": {"id": "m1", "content": [
         {"type": "tool_use", "id": "t1", "name": "Skill",

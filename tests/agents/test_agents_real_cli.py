@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
@@ -60,7 +62,9 @@ def _sum(usages, key):
     return sum(u[key] for u in usages)
 
 
-def test_claude_code_and_mini_swe_agent_end_to_end(tmp_path, agent_path):  # noqa: F811
+@pytest.mark.parametrize("sandbox", ["bwrap", "docker"])
+def test_claude_code_and_mini_swe_agent_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F811
+    """Both agents sealed in the agent sandbox, their model traffic through its door."""
     fixture = copy_fixture("py-inventory-feature", tmp_path / "fixtures")
     with ModelServer(_claude_script()) as claude_srv, ModelServer(_mini_script()) as mini_srv:
         conditions = f'''
@@ -79,6 +83,7 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
         manifest = write_manifest(tmp_path / "study", fixture, conditions)
         home = tmp_path / "home"
         report = run_study(manifest, home, {"EVALQ_AGENT_PATH": agent_path,
+                                            "EVALQ_AGENT_SANDBOX": sandbox,
                                             "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key",
                                             "OPENAI_API_KEY": "sk-test-not-a-real-key"})
         assert claude_srv.finished and mini_srv.finished
@@ -140,3 +145,5 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
     transcript_refs = {c: r["artifacts"].get("transcript") for c, r in by_condition.items()}
     assert all(transcript_refs.values())
     assert json.dumps(report)  # the report is plain JSON
+    assert report["agent_sandbox"]["sealed"] is True
+    assert report["agent_sandbox"]["backends"] == {sandbox: 2}

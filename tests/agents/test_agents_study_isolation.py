@@ -8,6 +8,8 @@ import sqlite3
 
 import pytest
 
+from evalq.workers.sandbox.base import PLACEHOLDER_KEY
+
 from test_agents_support import (artifact, attempts, copy_fixture, expanded,  # noqa: F401
                                  run_study, write_manifest)
 
@@ -49,12 +51,13 @@ def test_runs_never_share_home_workspace_or_tmp(probe_study):
     assert not any((home / "runs").glob("evalq-run-*")), "profiles are removed after each run"
 
 
-def test_planted_credential_reached_the_agent_but_is_stored_nowhere(probe_study):
+def test_sealed_agent_gets_a_placeholder_and_the_credential_is_stored_nowhere(probe_study):
     home, _ = probe_study
     rows = attempts(home)
-    # the agent did get the credential: it printed it, and the stored copy is masked
+    # the sealed agent asked for the credential and got only the placeholder (the real key
+    # stays outside the sandbox, with the door / model gateway)
     stdout = artifact(home, rows[0]["artifacts"]["stdout"]).decode()
-    assert "ANTHROPIC_API_KEY=[REDACTED]" in stdout
+    assert f"ANTHROPIC_API_KEY={PLACEHOLDER_KEY}" in stdout
     needle = PLANTED.encode()
     searched = 0
     for path in home.rglob("*"):

@@ -115,10 +115,14 @@ def test_docker_sweep_removes_containers_past_their_deadline():
         client.close()
 
 
+def worker_env(tmp_path: Path, redis_url: str, **sandbox: str) -> dict[str, str]:
+    """A worker's settings for a janitor test (also tests/agent_sandbox/test_agent_janitor.py)."""
+    return evalq_env({"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_BROKER_URL": redis_url,
+                      "EVALQ_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}", **sandbox})
+
+
 def test_a_grading_worker_sweeps_when_it_starts(tmp_path, leftovers, redis_url):
-    env = evalq_env({"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_BROKER_URL": redis_url,
-                     "EVALQ_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}",
-                     "EVALQ_SANDBOX": "bwrap"})
+    env = worker_env(tmp_path, redis_url, EVALQ_SANDBOX="bwrap")
     procs = Procs(tmp_path)
     try:
         procs.worker("grader", "host-g", "grading", env)

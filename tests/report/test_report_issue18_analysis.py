@@ -18,7 +18,7 @@ from conftest import run_cli
 from report_native_rows import make_study
 from report_seed003_gen import generate
 
-from evalq.results.store import init_db, load_study
+from evalq.results.store import init_db, read_study
 
 THIRD = "third_arm"
 
@@ -188,7 +188,7 @@ def test_candidate_alone_uses_the_default_baseline(tmp_path):
     proc = run_cli(["import", str(paths["results"]), "--study", "e", "--baseline",
                     "workflow_guided"], env)
     assert proc.returncode == 0, proc.stderr
-    hyps = load_study(init_db(env["EVALQ_DATABASE_URL"]), "e").manifest["hypotheses"]
+    hyps = read_study(init_db(env["EVALQ_DATABASE_URL"]), "e").manifest["hypotheses"]
     assert sorted({(h["baseline"], h["candidate"]) for h in hyps}) == [
         ("workflow_guided", "single_prompt"), ("workflow_guided", THIRD)]
     assert len(hyps) == 10 and {h["id"] for h in hyps if h["candidate"] == THIRD} == {

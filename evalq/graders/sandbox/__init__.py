@@ -11,18 +11,24 @@ BACKENDS = {"bwrap": "evalq.graders.sandbox.bwrap:BwrapSandbox",
 
 def get_sandbox(name: str | None = None) -> Sandbox:
     """The backend named, else the sandbox setting (EVALQ_SANDBOX, evalq.toml; bubblewrap)."""
+    return load_backend(BACKENDS, name, "sandbox")
+
+
+def load_backend(backends: dict[str, str], name: str | None, setting: str):
+    """An instance of the backend `name` (else the setting of that name) from a
+    {name: module:class} table; shared by the grading and the agent sandboxes."""
     if name is None:
         from evalq.config import load_settings
 
-        name = load_settings().sandbox
-    if name not in BACKENDS:
-        raise UserError(f"unknown sandbox '{name}'", field="sandbox",
-                        fix=f"use one of {', '.join(sorted(BACKENDS))}")
-    module_name, class_name = BACKENDS[name].split(":")
+        name = getattr(load_settings(), setting)
+    if name not in backends:
+        raise UserError(f"unknown {setting.replace('_', ' ')} '{name}'", field=setting,
+                        fix=f"use one of {', '.join(sorted(backends))} (or set "
+                            f"EVALQ_{setting.upper()})")
+    module_name, class_name = backends[name].split(":")
     import importlib
 
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls()
+    return getattr(importlib.import_module(module_name), class_name)()
 
 
-__all__ = ["ExecResult", "Sandbox", "SandboxLimits", "get_sandbox", "BACKENDS"]
+__all__ = ["ExecResult", "Sandbox", "SandboxLimits", "get_sandbox", "load_backend", "BACKENDS"]

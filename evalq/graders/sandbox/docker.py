@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from evalq.errors import SandboxError
+from evalq.proc import STOP_CHECK_SECONDS
 from evalq.graders.sandbox.base import (
     REPORT_PATH,
     WORKSPACE_PATH,
@@ -42,6 +44,40 @@ BUILD_HINT = "build the local images with scripts/build-grader-images.sh, or doc
 API_TIMEOUT = 60
 #: Seconds to wait for a killed container to report its exit.
 KILL_GRACE = 15
+
+
+@dataclass
+class ContainerRun:
+    """One container's run: the result, and its output as the bytes it wrote."""
+
+    result: ExecResult
+    stdout: bytes
+    stderr: bytes
+    output_exceeded: bool = False
+
+
+def container_labels(label: str, limits: SandboxLimits, **extra: str) -> dict[str, str]:
+    """Labels a sweep finds a leftover by: ours, what it ran, when, and when it is past use."""
+    now = time.time()
+    return {LABEL_SANDBOX: "1", LABEL_LABEL: label, LABEL_CREATED: str(int(now)),
+            LABEL_DEADLINE: str(int(now + limits.timeout_seconds + KILL_GRACE
+                                    + 2 * API_TIMEOUT)), **extra}
+
+
+def locked_down(limits: SandboxLimits) -> dict:
+    """containers.create arguments every sandbox container gets (grading's and agents'): no
+    network, read-only root, no capability, no privilege gain, memory (no swap), CPU and pids
+    limits, a /tmp tmpfs of the disk allowance, no core dumps, no file over that allowance."""
+    from docker.types import Ulimit
+
+    memory = f"{int(limits.memory_mb)}m"
+    disk_bytes = int(limits.disk_mb) * 1024 * 1024
+    return dict(network_mode="none", mem_limit=memory, memswap_limit=memory,
+                nano_cpus=int(limits.cpus * 1e9), pids_limit=int(limits.pids), read_only=True,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
+                cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                ulimits=[Ulimit(name="core", soft=0, hard=0),
+                         Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)])
 
 
 def _client(timeout: int = API_TIMEOUT):
@@ -160,22 +196,34 @@ class DockerSandbox(Sandbox):
             label: str = "") -> ExecResult:
         _check_request(argv, env)
         mounts = _bind_mounts(workspace, report_dir)
-        image = image or self.default_image
-        config = _container_config(argv, env, limits, label, mounts)
-        client = self.client
+        create = _container_config(argv, env, limits, label, mounts)
+        return self.run_container(image or self.default_image, create, limits,
+                                  with_toolchain=True).result
+
+    def run_container(self, image: str, create: dict, limits: SandboxLimits,
+                      should_stop: Optional[Callable[[], bool]] = None,
+                      with_toolchain: bool = False) -> ContainerRun:
+        """Create, attach, start and wait for one container made from `create` (the SDK's
+        containers.create arguments); kill it at the wall time, the output cap or should_stop;
+        always remove it. Shared by the grading and the agent sandboxes."""
+        from docker.types import LogConfig
+
+        config = dict(create, log_config=LogConfig(type="none"), stdin_open=False, tty=False)
         container = stream = None
         try:
-            container, stream, reader = _start(client, image, config, limits)
-            toolchain = self._toolchain(image, container.attrs.get("Image"))
+            container, stream, reader = _start(self.client, image, config, limits)
+            toolchain = self._toolchain(image, container.attrs.get("Image")) \
+                if with_toolchain else None
             started = time.monotonic()
-            status, killed_for, pids_hits = self._wait(container, limits)
+            status, killed_for, pids_hits = self._wait(container, limits, should_stop)
             duration = time.monotonic() - started
             notes = _reader_notes(reader)
             result = _result(status, _state(container), reader, killed_for, pids_hits, limits,
                              notes)
             result.duration_seconds = duration
             result.toolchain = toolchain
-            return result
+            return ContainerRun(result, bytes(reader.stdout), bytes(reader.stderr),
+                                output_exceeded=reader.capped)
         finally:
             _discard(container, stream)
 
@@ -191,21 +239,35 @@ class DockerSandbox(Sandbox):
             self._toolchains[image_id] = image_toolchain(image, labels, image_id)
         return self._toolchains[image_id]
 
-    def _wait(self, container, limits: SandboxLimits) -> tuple[Optional[dict], Optional[str],
-                                                               Optional[int]]:
-        """Wait for the end, or kill at the wall-time limit: (status, killed_for, pids hits)."""
+    def _wait(self, container, limits: SandboxLimits,
+              should_stop: Optional[Callable[[], bool]] = None
+              ) -> tuple[Optional[dict], Optional[str], Optional[int]]:
+        """Wait for the end, or kill at the wall-time limit or when should_stop says so:
+        (status, killed_for "time" | "stop" | None, pids hits)."""
         import docker.errors
         import requests.exceptions
 
         status: Optional[dict] = None
         killed_for: Optional[str] = None
         pids_hits: Optional[int] = None
-        try:
-            status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
-        except requests.exceptions.RequestException as exc:
-            if not _is_timeout(exc):
+        deadline = time.monotonic() + limits.timeout_seconds
+        while status is None and killed_for is None:
+            left = deadline - time.monotonic()
+            wait = min(left, STOP_CHECK_SECONDS) if should_stop is not None else left
+            try:
+                status = container.wait(timeout=max(wait, 0.001))
+                break
+            except requests.exceptions.RequestException as exc:
+                if not _is_timeout(exc):
+                    raise SandboxError(
+                        f"lost the Docker engine while waiting: {_reason(exc)}") from exc
+            except docker.errors.DockerException as exc:
                 raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
-            killed_for = "time"
+            if time.monotonic() >= deadline:
+                killed_for = "time"
+            elif should_stop is not None and should_stop():
+                killed_for = "stop"
+        if killed_for is not None:
             pids_hits = self._pids_hits(container)
             try:
                 container.kill()
@@ -214,8 +276,6 @@ class DockerSandbox(Sandbox):
             except docker.errors.APIError as kill_exc:
                 if "is not running" not in str(kill_exc):
                     raise
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
         if status is None:
             try:
                 status = container.wait(timeout=KILL_GRACE)
@@ -289,39 +349,10 @@ def _bind_mounts(workspace: Path, report_dir: Path) -> dict:
 
 def _container_config(argv: list[str], env: dict[str, str], limits: SandboxLimits, label: str,
                       mounts: dict) -> dict:
-    """The locked-down container: no network, read-only root, no capabilities, hard limits."""
-    from docker.types import LogConfig, Ulimit
-
-    memory = f"{int(limits.memory_mb)}m"
-    disk_bytes = int(limits.disk_mb) * 1024 * 1024
-    now = time.time()
-    return dict(
-        command=list(argv),
-        environment=dict(env),
-        working_dir=WORKSPACE_PATH,
-        user=f"{SANDBOX_UID}:{SANDBOX_GID}",
-        network_mode="none",
-        mem_limit=memory,
-        memswap_limit=memory,
-        nano_cpus=int(limits.cpus * 1e9),
-        pids_limit=int(limits.pids),
-        read_only=True,
-        volumes=mounts,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        # No core dumps; no single file bigger than the disk allowance.
-        ulimits=[Ulimit(name="core", soft=0, hard=0),
-                 Ulimit(name="fsize", soft=disk_bytes, hard=disk_bytes)],
-        init=True,
-        hostname="sandbox",
-        labels={LABEL_SANDBOX: "1", LABEL_LABEL: label, LABEL_CREATED: str(int(now)),
-                LABEL_DEADLINE: str(int(now + limits.timeout_seconds + KILL_GRACE
-                                        + 2 * API_TIMEOUT))},
-        log_config=LogConfig(type="none"),
-        stdin_open=False,
-        tty=False,
-    )
+    """The locked-down grading container: the hidden tests as the grader user, in /workspace."""
+    return dict(locked_down(limits), command=list(argv), environment=dict(env),
+                working_dir=WORKSPACE_PATH, user=f"{SANDBOX_UID}:{SANDBOX_GID}", volumes=mounts,
+                init=True, hostname="sandbox", labels=container_labels(label, limits))
 
 
 def _start(client, image: str, config: dict, limits: SandboxLimits):
@@ -413,7 +444,7 @@ def _result(status: Optional[dict], state: dict, reader: _OutputReader,
     limit_hit = _limit_hit(bool(state.get("OOMKilled")), reader.capped, timed_out, pids_hits,
                            limits, notes)
     signal: Optional[int] = None
-    if timed_out or reader.capped:
+    if timed_out or reader.capped or killed_for == "stop":
         exit_code, signal = None, 9  # we killed it: it has no exit status of its own
     elif exit_code is not None and 128 < exit_code < 128 + 65:
         signal = exit_code - 128  # the init process reports death by signal N as 128+N

@@ -66,7 +66,7 @@ def compiled_filter() -> bytes | None:
             if lib.seccomp_export_bpf(ctx, fd) != 0:
                 return None
             os.lseek(fd, 0, os.SEEK_SET)
-            return _read_all(fd)
+            return read_all(fd)
         finally:
             os.close(fd)
     finally:
@@ -84,7 +84,7 @@ def filter_fd() -> int | None:
     return fd
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)

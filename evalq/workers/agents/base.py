@@ -6,18 +6,24 @@ number: what its agent does not report stays None.
 
 from __future__ import annotations
 
-import subprocess
 from abc import ABC, abstractmethod
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
 from evalq.fixtures.fixture import Fixture
-from evalq.models import Condition, Limits, RunMetrics
+from evalq.models import Budgets, Condition, Limits, RunMetrics
+from evalq.config import load_settings
 from evalq.pricing import price_run
-from evalq.proc import ProcResult, run_bounded
+from evalq.proc import ProcResult
+from evalq.workers.door import open_door
 from evalq.workers.profile import Profile
 from evalq.workers.redact import Redactor
+from evalq.workers.sandbox import AgentJob, get_agent_sandbox
+from evalq.workers.sandbox.base import PLACEHOLDER_KEY, agent_limits
+from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse_exposing
+from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
 from evalq.workers.agents.locate import find_executable
 
@@ -33,6 +39,18 @@ class AgentContext:
     limits: Limits
     attempt: int = 1
     should_stop: Callable[[], bool] = lambda: False
+    #: the agent sandbox backend (None: EVALQ_AGENT_SANDBOX, else bwrap)
+    sandbox: Optional[str] = None
+    #: a host unix socket that is this run's door out (the model gateway's); None: when the
+    #: condition names a base_url, the run opens evalq.workers.door.open_door to it
+    door_socket: Optional[str] = None
+    #: the base URL the agent is given (set by `run`): http://127.0.0.1:PORT/… inside a sealed
+    #: run, the condition's settings.base_url when unsealed, None when there is no endpoint
+    model_url: Optional[str] = None
+    #: this worker's EVALQ_HOME, which no read-only path may expose (None: from the settings)
+    evalq_home: Optional[Path] = None
+    #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults)
+    budgets: Optional[Budgets] = None
 
     @property
     def workspace(self) -> Path:
@@ -73,6 +91,8 @@ class AgentAdapter(ABC):
     credential_env: ClassVar[tuple[str, ...]] = ()
     #: environment that turns off the agent's telemetry, update checks and other extra traffic
     quiet_env: ClassVar[dict[str, str]] = {}
+    #: the provider's endpoint when a condition names no base_url (for the model gateway)
+    default_base_url: ClassVar[Optional[str]] = None
 
     @classmethod
     def installed(cls) -> tuple[bool, str]:
@@ -83,18 +103,18 @@ class AgentAdapter(ABC):
         return (found is not None), (found or f"'{cls.executable}' not on PATH or EVALQ_AGENT_PATH")
 
     @classmethod
-    def version(cls) -> Optional[str]:
-        """The installed agent's version string (`--version`), None when unknown."""
+    def version(cls, sandbox: Optional[str] = None) -> Optional[str]:
+        """The installed agent's version string (`--version`), None when unknown.
+
+        Asked in a throwaway sandboxed profile with no credential: never with the worker's
+        HOME or environment (agents write config dirs where they run)."""
         found = find_executable(cls.executable) if cls.executable else None
         if found is None:
             return None
-        try:
-            done = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                  timeout=30, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        line = (done.stdout or "").strip().splitlines()
-        return line[0][:200] if done.returncode == 0 and line else None
+        done = probe([found, "--version"], install_paths(found), env=cls.quiet_env,
+                     sandbox=sandbox)
+        line = (done.stdout.decode("utf-8", "replace") if done else "").strip().splitlines()
+        return line[0][:200] if done and done.exit_code == 0 and line else None
 
     @classmethod
     def validate_settings(cls, settings: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -124,6 +144,14 @@ class AgentAdapter(ABC):
         """Variables added to the profile's minimal environment (beyond the credential)."""
         return {}
 
+    def readonly_paths(self, ctx: AgentContext) -> list[Path]:
+        """What the agent sees read-only besides the toolchain: its own install folders."""
+        return install_paths(self.executable_path(ctx)) if self.executable else []
+
+    def overlays(self, ctx: AgentContext) -> list[Path]:
+        """Read-only paths inside EVALQ_HOME this agent may see (none: only `scripted` has one)."""
+        return []
+
     def prepare(self, ctx: AgentContext) -> None:
         """Write the agent's own config into the fresh profile (skills, instructions, model)."""
 
@@ -139,16 +167,33 @@ class AgentAdapter(ABC):
         """Read the agent's own output into an AgentResult (None where it reports nothing)."""
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        """Prepare the profile, run under the wall limit, parse, price, check limits, redact."""
-        env = ctx.profile.env
-        env.update(self.quiet_env)
-        env.update(self.environment(ctx))
+        """Prepare the profile, run sealed under the limits, parse, price, check limits, redact."""
+        box = get_agent_sandbox(ctx.sandbox)
         granted = credentials(self.credential_names(ctx))
-        env.update(granted)
-        self.prepare(ctx)
-        proc = run_bounded(self.command(ctx), env=env, cwd=str(ctx.workspace),
-                           timeout=ctx.limits.wall_seconds, output_limit=OUTPUT_LIMIT,
-                           stdin=self.stdin(ctx), should_stop=ctx.should_stop)
+        base_url = ctx.settings.get("base_url")
+        with ExitStack() as stack:
+            door = ctx.door_socket
+            if box.sealed and door is None and base_url:
+                door = stack.enter_context(open_door(base_url, granted))
+            ctx.model_url = box.model_url(base_url or self.default_base_url) \
+                if door or not box.sealed else None
+            env = ctx.profile.env
+            env.update(self.quiet_env)
+            env.update(self.environment(ctx))
+            # a sealed agent gets a placeholder: the real key stays with the door (gateway)
+            env.update({k: PLACEHOLDER_KEY for k in granted} if box.sealed else granted)
+            self.prepare(ctx)
+            argv = self.command(ctx)
+            readonly = self.readonly_paths(ctx) if box.sealed else []
+            home = ctx.evalq_home or load_settings().home
+            refuse_exposing(readonly, protected_folders(home), home, self.overlays(ctx))
+            proc = box.run(AgentJob(argv=argv, env=env, workspace=ctx.workspace,
+                                    profile_root=ctx.profile.root,
+                                    limits=agent_limits(ctx.limits, ctx.budgets,
+                                                        OUTPUT_LIMIT),
+                                    readonly=readonly, door_socket=door,
+                                    stdin=self.stdin(ctx), should_stop=ctx.should_stop,
+                                    label=f"{ctx.fixture.id}/{ctx.condition.name}"))
         result = self.parse(ctx, proc)
         result.stdout, result.stderr = proc.stdout, proc.stderr
         if proc.timed_out:

@@ -35,6 +35,7 @@ class ClaudeCode(AgentAdapter):
     executable = "claude"
     description = "Anthropic's Claude Code CLI (npm @anthropic-ai/claude-code), headless"
     credential_env = ("ANTHROPIC_API_KEY",)
+    default_base_url = "https://api.anthropic.com"
     quiet_env = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
                  "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -54,8 +55,8 @@ class ClaudeCode(AgentAdapter):
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:
         env = {"CLAUDE_CONFIG_DIR": str(ctx.profile.home / ".claude")}
-        if ctx.settings.get("base_url"):
-            env["ANTHROPIC_BASE_URL"] = ctx.settings["base_url"]
+        if ctx.model_url:  # the sandbox's door, else (unsealed) settings.base_url
+            env["ANTHROPIC_BASE_URL"] = ctx.model_url
         return env
 
     def prepare(self, ctx: AgentContext) -> None:

@@ -39,6 +39,7 @@ class Codex(AgentAdapter):
     executable = "codex"
     description = "OpenAI Codex CLI (npm @openai/codex), `codex exec --json`"
     credential_env = ("OPENAI_API_KEY",)
+    default_base_url = "https://api.openai.com/v1"
     quiet_env = {"CODEX_DISABLE_UPDATE_CHECK": "1", "NO_UPDATE_NOTIFIER": "1"}
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:
@@ -52,10 +53,10 @@ class Codex(AgentAdapter):
                                   "history": {"persistence": "none"}}
         if ctx.model:
             config["model"] = ctx.model
-        if ctx.settings.get("base_url"):
+        if ctx.model_url:
             config["model_provider"] = "evalq"
             config["model_providers"] = {"evalq": {
-                "name": "evalq", "base_url": ctx.settings["base_url"],
+                "name": "evalq", "base_url": ctx.model_url,
                 "env_key": self.credential_names(ctx)[0] if self.credential_names(ctx) else
                 "OPENAI_API_KEY", "wire_api": ctx.settings.get("wire_api", "responses")}}
         (home / "config.toml").write_text(toml_dumps(config))

@@ -1,7 +1,7 @@
 """Any agent started by a command line: argv with placeholders, usage from a file it writes.
 
-settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model} and
-{output_dir}. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
+settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model},
+{model_url} (the model endpoint: the sandbox's door when sealed) and {output_dir}. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
 cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
 numbers are used; otherwise they are unavailable. {output_dir}/report.txt, if written, is the
 final report. settings.credential_env lists the credential variables to pass on.
@@ -17,8 +17,9 @@ from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.streams import opt_int
+from evalq.workers.sandbox.paths import install_paths
 
-PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "output_dir")
+PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "model_url", "output_dir")
 COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
           "tool_calls", "tool_failures", "turns")
 
@@ -49,20 +50,29 @@ class CommandTemplate(AgentAdapter):
         return ctx.profile.logs / "agent-output"
 
     def command(self, ctx: AgentContext) -> list[str]:
-        from evalq.errors import InfrastructureError
-
         out = self.output_dir(ctx)
         out.mkdir(parents=True, exist_ok=True)
         prompt_file = ctx.profile.logs / "prompt.txt"
         prompt_file.write_text(ctx.prompt)
         values = {"prompt": ctx.prompt, "prompt_file": str(prompt_file),
                   "workspace": str(ctx.workspace), "model": ctx.model or "",
-                  "output_dir": str(out)}
+                  "model_url": ctx.model_url or "", "output_dir": str(out)}
         argv = [item.format(**values) for item in ctx.settings["argv"]]
-        found = find_executable(argv[0])
+        return [self._found(argv[0]), *argv[1:]]
+
+    @staticmethod
+    def _found(name: str) -> str:
+        from evalq.errors import InfrastructureError
+
+        found = find_executable(name)
         if found is None:
-            raise InfrastructureError(f"command '{argv[0]}' is not installed on this worker")
-        return [found, *argv[1:]]
+            raise InfrastructureError(f"command '{name}' is not installed on this worker")
+        return found
+
+    def readonly_paths(self, ctx: AgentContext):
+        """The command's own install (its npm prefix or virtualenv, else the file)."""
+        return install_paths(self._found(ctx.settings["argv"][0].format(
+            **{k: "" for k in PLACEHOLDERS})))
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         out = self.output_dir(ctx)

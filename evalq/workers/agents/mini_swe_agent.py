@@ -9,6 +9,7 @@ builtin name, default mini.yaml), extra_config (list of key=value), executable.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Optional
 
 from evalq.models import RunMetrics
@@ -56,6 +57,12 @@ class MiniSweAgent(AgentAdapter):
     def environment(self, ctx: AgentContext) -> dict[str, str]:
         return {"MSWEA_GLOBAL_CONFIG_DIR": str(ctx.profile.home / ".config" / "mini-swe-agent")}
 
+    def readonly_paths(self, ctx: AgentContext):
+        """Its virtualenv, and the mini config file the condition names, if it is a file."""
+        config = Path(str(ctx.settings.get("config", "mini.yaml")))
+        extra = [config.resolve()] if config.is_absolute() and config.is_file() else []
+        return [*super().readonly_paths(ctx), *extra]
+
     def trajectory_path(self, ctx: AgentContext):
         return ctx.profile.logs / "mini.traj.json"
 
@@ -67,8 +74,8 @@ class MiniSweAgent(AgentAdapter):
                 "-l", f"{ctx.limits.max_cost_usd:g}" if ctx.limits.max_cost_usd else "0"]
         if ctx.model:
             argv += ["-m", ctx.model]
-        if ctx.settings.get("base_url"):
-            argv += ["-c", f"model.model_kwargs.api_base={ctx.settings['base_url']}"]
+        if ctx.model_url:
+            argv += ["-c", f"model.model_kwargs.api_base={ctx.model_url}"]
         if ctx.limits.max_steps:
             argv += ["-c", f"agent.step_limit={ctx.limits.max_steps}"]
         for item in ctx.settings.get("extra_config", []):

@@ -22,6 +22,7 @@ class OpenCode(AgentAdapter):
     executable = "opencode"
     description = "opencode (npm opencode-ai), `opencode run --format json`"
     credential_env = ("OPENAI_API_KEY",)
+    default_base_url = "https://api.openai.com/v1"
     quiet_env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
                  "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
 
@@ -32,9 +33,9 @@ class OpenCode(AgentAdapter):
                                   "autoupdate": False, "share": "disabled"}
         if ctx.model:
             config["model"] = ctx.model
-        if ctx.settings.get("base_url") and ctx.model and "/" in ctx.model:
+        if ctx.model_url and ctx.model and "/" in ctx.model:
             provider, model = ctx.model.split("/", 1)
-            config["provider"] = {provider: {"options": {"baseURL": ctx.settings["base_url"]},
+            config["provider"] = {provider: {"options": {"baseURL": ctx.model_url},
                                              "models": {model: {}}}}
         (folder / "opencode.json").write_text(json.dumps(config, indent=2))
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from evalq.errors import InfrastructureError
@@ -30,6 +31,7 @@ from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.streams import jsonl_events
+from evalq.workers.sandbox.paths import evalq_python_paths
 
 ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -70,6 +72,15 @@ class ScriptedAgent(AgentAdapter):
         if ctx.condition.skill:
             plan["skill_path"] = ctx.condition.skill
         return [sys.executable, "-m", "evalq.workers.agents.scripted_process", json.dumps(plan)]
+
+    def readonly_paths(self, ctx: AgentContext) -> list[Path]:
+        """The interpreter, its venv and the evalq package; the one overlay it applies."""
+        return evalq_python_paths() + self.overlays(ctx)
+
+    def overlays(self, ctx: AgentContext) -> list[Path]:
+        if ctx.settings.get("action") == "solution":
+            return [ctx.fixture.solution_dir(ctx.settings["solution"])]
+        return []
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         events = jsonl_events(proc.stdout)

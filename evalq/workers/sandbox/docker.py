@@ -1,0 +1,98 @@
+"""Docker agent sandbox: one locked-down container per run from the local agent image.
+
+The image (evalq-agent:local, scripts/build-grader-images.sh) gives the toolchain; the agent's
+own install folders are bind-mounted read-only at their host paths, as bubblewrap does, so the
+one pinned install on the worker runs in both backends and no image is rebuilt per agent
+version. No network but the door's socket, read-only root, every capability dropped,
+no-new-privileges, Docker's default seccomp profile, uid 65534, memory/pids/CPU limits, and
+the grading containers' labels and deadline, so the same sweep finds leftovers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from evalq.errors import InfrastructureError, SandboxError
+from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, _make_writable_by_sandbox,
+                                          container_labels, locked_down)
+from evalq.proc import ProcResult
+from evalq.config import Settings, load_settings
+from evalq.workers.sandbox.base import (DOOR_PATH, ETC_FILES, LAUNCHER_PATH, LAUNCHER_SOURCE,
+                                        STDIN_PATH, AgentJob, AgentSandbox, etc_dir,
+                                        launcher_argv, stdin_file)
+
+#: the agent_image setting's default (built by scripts/build-grader-images.sh agent)
+DEFAULT_IMAGE = Settings.model_fields["agent_image"].default
+LABEL_PHASE = "evalq.phase"
+
+
+def _own_door(socket_path: str) -> None:
+    """Only the agent user may connect: no other local user reaches the model endpoint (and
+    the gateway's credential) through the door. Without root, open it up instead."""
+    try:
+        os.chown(socket_path, SANDBOX_UID, SANDBOX_UID)
+    except PermissionError:
+        os.chmod(socket_path, 0o666)
+
+
+class DockerAgentSandbox(AgentSandbox):
+    name: ClassVar[str] = "docker"
+
+    def __init__(self, image: str | None = None):
+        if image is None:
+            image = load_settings().agent_image
+        self.image = image
+        self.engine = DockerSandbox(default_image=self.image)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return DockerSandbox.available()
+
+    def _volumes(self, job: AgentJob, stdin) -> dict:
+        volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
+        volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
+        if job.profile_root not in job.workspace.parents:
+            volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
+        volumes[str(LAUNCHER_SOURCE)] = {"bind": LAUNCHER_PATH, "mode": "ro"}
+        if stdin is not None:
+            volumes[str(stdin)] = {"bind": STDIN_PATH, "mode": "ro"}
+        for name in ETC_FILES:
+            volumes[str(etc_dir() / name)] = {"bind": f"/etc/{name}", "mode": "ro"}
+        if job.door_socket:
+            volumes[job.door_socket] = {"bind": DOOR_PATH, "mode": "rw"}
+        return volumes
+
+    def run(self, job: AgentJob) -> ProcResult:
+        if job.door_socket:
+            _own_door(job.door_socket)
+        _make_writable_by_sandbox(job.profile_root)
+        if job.profile_root not in job.workspace.parents:
+            _make_writable_by_sandbox(job.workspace)
+        try:
+            with stdin_file(job) as stdin:
+                # pid 1: the launcher when there is a door or a stdin, else docker's init;
+                # either starts with the agent's environment only
+                launcher = bool(job.door_socket or job.stdin)
+                command = launcher_argv("/usr/bin/python3", job,
+                                        STDIN_PATH if job.stdin else None) \
+                    if launcher else job.argv
+                create = dict(locked_down(job.limits), command=command,
+                              environment=dict(job.env), working_dir=str(job.workspace),
+                              user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                              volumes=self._volumes(job, stdin), init=not launcher,
+                              hostname="evalq-agent",
+                              labels=container_labels(job.label, job.limits,
+                                                      **{LABEL_PHASE: "agent"}))
+                run = self.engine.run_container(self.image, create, job.limits,
+                                                should_stop=job.should_stop)
+        except SandboxError as exc:
+            raise InfrastructureError(f"agent sandbox (docker): {exc}") from exc
+        result = run.result
+        return ProcResult(exit_code=result.exit_code, stdout=run.stdout, stderr=run.stderr,
+                          duration_seconds=result.duration_seconds, timed_out=result.timed_out,
+                          output_exceeded=run.output_exceeded, signal=result.signal)
+
+    def sweep(self, max_age_seconds: float = 0) -> int:
+        """Labelled containers past their deadline (grading's and agents' alike)."""
+        return self.engine.sweep(max_age_seconds)
