@@ -31,7 +31,7 @@ MANIFEST = "fixture.toml"
 REQUIRED_DIRS = ("workspace", "hidden", "solutions/correct", "solutions/incorrect")
 SOLUTIONS = ("correct", "incorrect")
 #: optional spec fields added after fixtures were first frozen: in the digest only when set
-ADDED_LATER = (("grade", "protected"),)
+ADDED_LATER = (("grade", "protected"), ("grade", "verdict"))
 
 
 @dataclass(frozen=True)

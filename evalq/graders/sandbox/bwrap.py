@@ -14,7 +14,8 @@ from pathlib import Path
 
 from evalq.errors import SandboxError
 from evalq.proc import run_bounded
-from evalq.graders.sandbox.base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
+from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
+                                        Sandbox, SandboxLimits)
 from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
 from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
 from evalq.graders.sandbox.seccomp import filter_fd
@@ -37,16 +38,16 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _own_for_nobody(root: Path) -> None:
+def _own_for_nobody(root: Path, uid: int = NOBODY) -> None:
     """Let the unprivileged sandbox user reach and write its fresh workspace copy."""
     parent = root.resolve().parent
     mode = parent.stat().st_mode
     if not mode & 0o001:
         os.chmod(parent, mode | 0o011)
-    os.chown(root, NOBODY, NOBODY)
+    os.chown(root, uid, uid)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), NOBODY, NOBODY)
+            os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
 def _children(pid: int) -> list[int]:
@@ -86,14 +87,17 @@ class BwrapSandbox(Sandbox):
         return size_capped(folder, limits.disk_mb)
 
     def run(self, argv, *, workspace, report_dir, limits: SandboxLimits, env, image=None,
-            label="") -> ExecResult:
+            label="", extras: RunExtras | None = None) -> ExecResult:
         ok, why = self.available()
         if not ok:
             raise SandboxError(why)
+        extras = extras or RunExtras()
+        uid = NOBODY if extras.uid is None else extras.uid
         as_root = os.geteuid() == 0
         if as_root:
-            _own_for_nobody(workspace)
-            _own_for_nobody(report_dir)
+            _own_for_nobody(workspace, uid)
+            _own_for_nobody(report_dir, uid)
+        ro_binds = [a for src, dst in extras.ro_binds for a in ("--ro-bind", src, dst)]
         group = RunCgroup.create(limits.memory_mb, limits.pids, limits.cpus) if as_root else None
         notes = [] if group else ["no writable cgroup: memory and process limits use rlimits"]
         seccomp_fd = filter_fd()
@@ -105,10 +109,10 @@ class BwrapSandbox(Sandbox):
                  *_system_binds(), "--proc", "/proc", "--dev", "/dev",
                  "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
                  "--bind", str(workspace), WORKSPACE_PATH,
-                 "--bind", str(report_dir), REPORT_PATH,
+                 "--bind", str(report_dir), REPORT_PATH, *ro_binds,
                  "--remount-ro", "/", *seccomp_args, "--chdir", WORKSPACE_PATH, "--", *argv]
         if as_root:
-            bwrap = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            bwrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                      "--inh-caps=-all", *bwrap]
 
         def preexec() -> None:
@@ -130,8 +134,9 @@ class BwrapSandbox(Sandbox):
             result = run_bounded(bwrap, env=dict(env), cwd="/", timeout=limits.timeout_seconds,
                                  output_limit=limits.output_limit_bytes, preexec=preexec,
                                  on_kill=kill_rest, grace_seconds=5.0,
-                                 terminate=stop_from_inside,
-                                 pass_fds=(seccomp_fd,) if seccomp_fd is not None else ())
+                                 terminate=stop_from_inside, should_stop=extras.should_stop,
+                                 pass_fds=((seccomp_fd,) if seccomp_fd is not None else ())
+                                 + extras.pass_fds)
             limit_hit = group.limit_hit() if group is not None else None
         except OSError as exc:
             raise SandboxError(f"bubblewrap could not start: {exc}") from exc

@@ -1,0 +1,213 @@
+"""The judge side: stand-ins for the subject's modules and objects; every use is a round trip.
+
+The hidden tests call these stand-ins and compare what comes back in the judge's own process.
+A subject that takes longer than `timeout` seconds, or whose process ends, fails the check
+that was waiting with the reason (SubjectHung, SubjectGone); the checks after a hang fail at
+once, since the subject may still be busy. Exceptions raised in the subject come back typed
+by name: a subject ValueError is raised here as a SubjectError that is also a ValueError.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import select
+import socket
+
+from . import codec
+
+DEFAULT_TIMEOUT = 10.0
+#: The subject sandbox starts at the same time as the judge; its first line may take longer.
+HELLO_TIMEOUT = 30.0
+
+
+class SubjectError(Exception):
+    """An exception raised by the subject's code; `type_name` and `mro` are its names there."""
+
+    type_name = "Exception"
+    mro: tuple = ()
+
+
+class SubjectUnavailable(AssertionError):
+    """The subject did not answer: the check fails (it says nothing about the grader)."""
+
+
+class SubjectHung(SubjectUnavailable):
+    pass
+
+
+class SubjectGone(SubjectUnavailable):
+    pass
+
+
+_error_types: dict = {}
+
+
+def _error_type(name: str, mro: list) -> type:
+    """A judge-side class named like the subject's, deriving from the first builtin in its MRO."""
+    base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
+                 and issubclass(getattr(builtins, n), BaseException)
+                 and n not in ("BaseException", "object")), Exception)
+    if not issubclass(base, Exception):
+        base = Exception
+    key = (name, base)
+    if key not in _error_types:
+        _error_types[key] = type(name, (SubjectError, base), {"type_name": name})
+    return _error_types[key]
+
+
+class Output:
+    """What the subject printed during the latest call."""
+
+    def __init__(self, out: str = "", err: str = ""):
+        self.out, self.err = out, err
+
+
+class Channel:
+    """One connection to one subject process: numbered requests, one answer each."""
+
+    def __init__(self, sock: socket.socket, timeout: float = DEFAULT_TIMEOUT):
+        self.sock = sock
+        self.timeout = timeout
+        self.buffer = b""
+        self.broken: str | None = None
+        self.last = Output()
+        self.next_id = 0
+        self.hello = self._receive(HELLO_TIMEOUT)
+
+    def request(self, message: dict, timeout: float | None = None):
+        if self.broken:
+            raise SubjectGone(f"subject unavailable: {self.broken}")
+        self.next_id += 1
+        message["id"] = self.next_id
+        try:
+            self.sock.sendall(codec.dumps(message))
+        except OSError as exc:
+            self.broken = f"subject closed its channel ({exc.strerror or exc})"
+            raise SubjectGone(self.broken) from None
+        while True:
+            reply = self._receive(self.timeout if timeout is None else timeout)
+            if reply.get("id") == self.next_id:
+                break
+        self.last = Output(str(reply.get("out", "")), str(reply.get("err", "")))
+        if "error" in reply:
+            error = reply["error"]
+            cls = _error_type(str(error.get("type", "Exception")), list(error.get("mro", [])))
+            exc = cls(str(error.get("message", "")))
+            exc.mro = tuple(error.get("mro", ()))
+            raise exc
+        return codec.decode(reply.get("ok"), self._handle)
+
+    def _handle(self, hid, type_name):
+        return Handle(self, hid, type_name)
+
+    def _receive(self, timeout: float) -> dict:
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                self.broken = f"an earlier call ran over {timeout:g}s"
+                raise SubjectHung(f"subject did not answer within {timeout:g}s")
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                self.broken = "the subject process ended"
+                raise SubjectGone("subject process ended before answering (crash or exit)")
+            self.buffer += chunk
+            if len(self.buffer) > codec.MAX_LINE:
+                self.broken = "the subject sent an oversized answer"
+                raise SubjectGone(self.broken)
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            reply = codec.loads(line)
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+            return reply
+        except ValueError as exc:
+            self.broken = "the subject sent a malformed answer"
+            raise SubjectGone(f"{self.broken}: {exc}") from None
+
+    def encode(self, value):
+        def to_handle(obj):
+            if isinstance(obj, Handle) and obj._channel is self:
+                return obj._id
+            raise codec.Unencodable(f"{type(obj).__name__} cannot be sent to the subject")
+
+        return codec.encode(value, to_handle)
+
+
+class Handle:
+    """A subject object the judge can use: attributes, calls, len(), iteration, str()."""
+
+    def __init__(self, channel: Channel, hid: int, type_name: str):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_id", hid)
+        object.__setattr__(self, "_type", type_name)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._channel.request({"op": "getattr", "target": self._id, "name": name})
+
+    def __setattr__(self, name: str, value) -> None:
+        self._channel.request({"op": "setattr", "target": self._id, "name": name,
+                               "value": self._channel.encode(value)})
+
+    def __call__(self, *args, **kwargs):
+        return self._channel.request(self._call("call", args, kwargs))
+
+    def _call(self, op: str, args, kwargs, **extra) -> dict:
+        return {"op": op, "target": self._id, "args": self._channel.encode(list(args)),
+                "kwargs": {k: self._channel.encode(v) for k, v in kwargs.items()}, **extra}
+
+    def _builtin(self, name: str):
+        return self._channel.request({"op": "builtin", "target": self._id, "name": name})
+
+    def ref(self, name: str) -> "Handle":
+        """The attribute as a handle even when it is data (to call a list's methods there)."""
+        return self._channel.request({"op": "ref", "target": self._id, "name": name})
+
+    def method(self, name: str, *args, **kwargs):
+        """Call a method in one round trip (also dunder methods, e.g. "__eq__")."""
+        return self._channel.request(self._call("callattr", args, kwargs, name=name))
+
+    def __len__(self) -> int:
+        return self._builtin("len")
+
+    def __iter__(self):
+        return iter(self._builtin("iter_list"))
+
+    def __str__(self) -> str:
+        return self._builtin("str")
+
+    def __repr__(self) -> str:
+        return f"<subject {self._type} #{self._id}>"
+
+
+_channel: Channel | None = None
+
+
+def channel() -> Channel:
+    """The connection the grader handed to this judge (fd in EVALQ_SUBJECT_FD)."""
+    global _channel
+    if _channel is None:
+        fd = os.environ.get("EVALQ_SUBJECT_FD")
+        if fd is None:
+            raise RuntimeError("no subject channel: run these tests through the evalq grader")
+        _channel = Channel(socket.socket(fileno=int(fd)))
+    return _channel
+
+
+def load_subject(module: str, timeout: float | None = None) -> Handle:
+    """The subject's module `module` (a Python dotted name, or a path for a Node subject)."""
+    return channel().request({"op": "import", "module": module}, timeout)
+
+
+def run(argv: list, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+        cwd: str | None = None) -> dict:
+    """Run a command in the subject's workspace: {"exit_code", "stdout", "stderr"}."""
+    return channel().request({"op": "run", "argv": list(argv), "stdin": stdin,
+                              "timeout": timeout, "cwd": cwd}, timeout + 5)
+
+
+def output() -> Output:
+    """What the subject printed to stdout and stderr during the latest call."""
+    return channel().last
