@@ -8,7 +8,8 @@ The grader mounts this package read-only into the judge's sandbox as `evalq_judg
 """
 
 from .client import (SubjectError, SubjectGone, SubjectHung, SubjectUnavailable, Handle,
-                     load_subject, output, run)
+                     load_subject, output, read_text, run, tmp_dir,
+                     write_text)
 
 __all__ = ["SubjectError", "SubjectGone", "SubjectHung", "SubjectUnavailable", "Handle",
-           "load_subject", "output", "run"]
+           "load_subject", "output", "read_text", "run", "tmp_dir", "write_text"]

@@ -208,6 +208,29 @@ def run(argv: list, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                               "timeout": timeout, "cwd": cwd}, timeout + 5)
 
 
+def tmp_dir():
+    """A fresh directory in the subject's /tmp (the judge's own files are not its to see)."""
+    import pathlib
+
+    return pathlib.PurePosixPath(load_subject("tempfile").mkdtemp())
+
+
+def write_text(path, text: str) -> None:
+    """Write a file on the subject's side (paths cross as data, so pathlib's methods do not)."""
+    handle = load_subject("builtins").open(str(path), "w", encoding="utf-8")
+    handle.write(text)
+    handle.close()
+
+
+def read_text(path) -> str:
+    """Read a file on the subject's side."""
+    handle = load_subject("builtins").open(str(path), encoding="utf-8")
+    try:
+        return handle.read()
+    finally:
+        handle.close()
+
+
 def output() -> Output:
     """What the subject printed to stdout and stderr during the latest call."""
     return channel().last
