@@ -200,9 +200,11 @@ def test_files_that_forge_the_runner_are_reset(backend, tmp_path, files):
 
 
 def test_forged_runner_passes_when_nothing_is_protected(backend, tmp_path):
-    """The control: the forgery is real, and the reset is what stops it."""
+    """The control: the forgery is real (the wrong check is reported passed), and what stops
+    it is the reset, or else the canaries, which it forges as passed too: tampered."""
     graded = grade_planted(backend, tmp_path, {"conftest.py": FORGE}, protected=[])
-    assert graded.outcome == Outcome.correct, graded
+    assert graded.outcome == Outcome.incorrect and graded.tampered is True, graded
+    assert [c.passed for c in graded.criteria] == [True], graded.criteria
 
 
 def test_references_control(backend, tmp_path):
