@@ -19,6 +19,10 @@ from pathlib import Path
 _JS_TEST = re.compile(r"""\b(?:test|it|describe)\(\s*(['"`])(.+?)\1""")
 
 
+#: words added to a name pool too small to hide a canary in
+SPARE_WORDS = ["case", "value", "edge", "input", "result", "basic"]
+
+
 @dataclass
 class Canaries:
     """What one grading planted: the canary names and every check name the tests define."""
@@ -44,9 +48,9 @@ def plant(hidden_root: Path, rng: random.Random, count: int = 2) -> Canaries:
 
 
 def _fresh_name(words: list[str], taken: set[str], rng: random.Random, prefix: str) -> str:
-    words = words or ["check", "case", "value"]
-    while True:
-        name = prefix + "_".join(rng.sample(words, min(len(words), rng.randint(2, 4))))
+    words = (words + SPARE_WORDS) if len(words) < 6 else words
+    while True:  # ends: the pool has at least 6 words, so at least 30 names of two words
+        name = prefix + "_".join(rng.sample(words, rng.randint(2, 3)))
         if name not in taken:
             taken.add(name)
             return name

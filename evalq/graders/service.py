@@ -30,12 +30,14 @@ def grade_message(payload: dict, hostname: str = "", settings: Settings | None =
         criteria = [c.model_dump(mode="json") for c in result.criteria]
         grade = {"exit_code": result.exit_code, "duration_seconds": result.duration_seconds,
                  "sandbox": result.sandbox, "grader_version": GRADER_VERSION,
-                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None}
+                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None,
+                 "verdict": result.verdict, "tampered": result.tampered,
+                 "digests": result.digests}
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
     grade["started_at"] = started
     message = dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
-                   graded_at=time.time())
+                   tampered=grade.get("tampered"), graded_at=time.time())
     app.send_task("evalq.record_result", args=[message])
     return outcome
