@@ -76,6 +76,8 @@ def decode(data, from_handle, path=pathlib.PurePosixPath):
         return datetime.date.fromisoformat(body)
     if tag == "$td":
         return datetime.timedelta(seconds=body)
+    if tag == "$num":  # NaN and the infinities, from a subject whose JSON has none
+        return float(body)
     if tag == "$p":
         return path(body)
     raise ValueError(f"unknown tag {tag!r}")
