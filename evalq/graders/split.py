@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalq.errors import SandboxError
+from evalq.graders.relay import SOCKET_NAME, Relay
 from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
                                         Sandbox, SandboxLimits)
 
@@ -51,7 +52,7 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
               image: str | None, label: str) -> SplitRun:
     """Run subject and judge side by side; return once both are gone."""
     argv = judge_argv(command)
-    judge_end, subject_end = socket.socketpair()
+    channel = _Channel(sandbox, judge_dir.parent)
     judge_done = threading.Event()
     outcome: dict = {}
     subject_report = judge_dir.parent / "subject-report"
@@ -60,29 +61,66 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
     def subject() -> None:
         try:
             outcome["result"] = sandbox.run(
-                [*SUBJECT_ARGV.get(toolchain, PYTHON_SUBJECT), str(subject_end.fileno()),
+                [*SUBJECT_ARGV.get(toolchain, PYTHON_SUBJECT), channel.subject_spec,
                  WORKSPACE_PATH], workspace=workdir, report_dir=subject_report, limits=limits,
                 env=dict(env), image=image, label=f"{label}:subject",
-                extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), SUBJECT_MOUNT),),
-                                 pass_fds=(subject_end.fileno(),), uid=SUBJECT_UID,
+                extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), SUBJECT_MOUNT),
+                                           *channel.subject_binds),
+                                 pass_fds=channel.subject_fds, uid=SUBJECT_UID,
                                  should_stop=judge_done.is_set))
         except Exception as exc:  # noqa: BLE001 - reported in the grade, never raised here
             outcome["error"] = f"subject sandbox: {exc}"
         finally:
-            subject_end.close()  # the judge now sees the subject's end of the channel close
+            channel.subject_gone()  # the judge now sees the subject's end of the channel close
 
     thread = threading.Thread(target=subject, name="evalq-subject", daemon=True)
     thread.start()
     try:
         judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
-                            env={**env, "EVALQ_SUBJECT_FD": str(judge_end.fileno())},
+                            env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec},
                             image=image, label=f"{label}:judge",
-                            extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),),
-                                             pass_fds=(judge_end.fileno(),), uid=JUDGE_UID))
+                            extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),
+                                                       *channel.judge_binds),
+                                             pass_fds=channel.judge_fds, uid=JUDGE_UID))
     finally:
         judge_done.set()
-        judge_end.close()
+        channel.judge_gone()
         thread.join(limits.timeout_seconds + 30)
     if thread.is_alive():
         raise SandboxError("the subject's sandbox did not stop after the judge ended")
     return SplitRun(judge=judge, subject=outcome.get("result"), subject_error=outcome.get("error"))
+
+
+class _Channel:
+    """A socket pair passed as file descriptors (bwrap), or a relay between two unix sockets
+    bound into the containers (Docker cannot pass a descriptor into a container)."""
+
+    MOUNT = "/evalq-channel"
+
+    def __init__(self, sandbox: Sandbox, folder: Path):
+        self.relay = None
+        self.judge_binds: tuple = ()
+        self.subject_binds: tuple = ()
+        self.judge_fds: tuple = ()
+        self.subject_fds: tuple = ()
+        if getattr(sandbox, "passes_fds", False):
+            self.judge_end, self.subject_end = socket.socketpair()
+            self.judge_fds, self.subject_fds = (self.judge_end.fileno(),), (self.subject_end.fileno(),)
+            self.judge_spec = f"fd:{self.judge_end.fileno()}"
+            self.subject_spec = f"fd:{self.subject_end.fileno()}"
+            return
+        judge_dir, subject_dir = folder / "channel-judge", folder / "channel-subject"
+        self.relay = Relay(judge_dir, subject_dir)
+        self.judge_binds = ((str(judge_dir), self.MOUNT),)
+        self.subject_binds = ((str(subject_dir), self.MOUNT),)
+        self.judge_spec = self.subject_spec = f"unix:{self.MOUNT}/{SOCKET_NAME}"
+
+    def subject_gone(self) -> None:
+        if self.relay is None:
+            self.subject_end.close()
+
+    def judge_gone(self) -> None:
+        if self.relay is None:
+            self.judge_end.close()
+        else:
+            self.relay.close()

@@ -21,7 +21,7 @@ from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
 
-BACKENDS = ["bwrap"]
+BACKENDS = ["bwrap", "docker"]
 
 JUDGED = """from evalq_judge import load_subject
 
@@ -44,6 +44,69 @@ def test_answer_is_an_int():
     assert isinstance(app.answer(), int)
 """
 PYTEST = '["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml={report_dir}/junit.xml", "hidden_tests"]'
+
+
+NODE_JUDGED = """from evalq_judge import load_subject
+
+lib = load_subject("./lib.js")
+
+
+def test_answer():
+    assert lib.answer() == 42
+
+
+def test_answer_is_a_number():
+    assert isinstance(lib.answer(), int)
+"""
+NODE_IN_PROCESS = """'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const lib = require('../lib.js');
+
+test('answer is 42', () => { assert.equal(lib.answer(), 42); });
+test('answer is a number', () => { assert.equal(typeof lib.answer(), 'number'); });
+"""
+#: the agent's lib.js turns every function of node's assert modules into a no-op
+NOOP_ASSERT = """'use strict';
+for (const name of ['node:assert', 'node:assert/strict']) {
+  const mod = require(name);
+  for (const key of Object.keys(mod)) if (typeof mod[key] === 'function') mod[key] = () => {};
+}
+module.exports = { answer: () => 41 };
+"""
+
+
+def make_node_fixture(root: Path, verdict: str) -> Fixture:
+    """The same task in Node: lib.answer() must be 42."""
+    (root / "workspace").mkdir(parents=True)
+    (root / "workspace" / "lib.js").write_text("module.exports = { answer: () => 0 };\n")
+    (root / "hidden" / "hidden_tests").mkdir(parents=True)
+    test = ("test_answer.py", NODE_JUDGED) if verdict == "judge" else ("answer.test.js",
+                                                                     NODE_IN_PROCESS)
+    (root / "hidden" / "hidden_tests" / test[0]).write_text(test[1])
+    for name, value in (("correct", 42), ("incorrect", 41)):
+        (root / "solutions" / name).mkdir(parents=True)
+        (root / "solutions" / name / "lib.js").write_text(
+            f"module.exports = {{ answer: () => {value} }};\n")
+    grade = ('command = ["pytest", "hidden_tests"]\nverdict = "judge"' if verdict == "judge"
+             else 'command = ["node", "--test", "--test-reporter=tap", "hidden_tests/"]\n'
+                  'report = "tap"')
+    (root / "fixture.toml").write_text(textwrap.dedent(f'''
+        id = "forgery-node"
+        title = "forgery-node"
+        prompt = "n/a"
+        toolchain = "node"
+        image = "evalq-grader-node:local"
+        [grade]
+        {grade}
+        timeout_seconds = 20
+        memory_mb = 256
+        pids = 64
+    ''').replace("\n        ", "\n"))
+    freeze_fixture(root)
+    from evalq.fixtures import load_fixture
+
+    return load_fixture(root)
 
 
 def make_fixture(root: Path, verdict: str) -> Fixture:
@@ -167,7 +230,10 @@ def backend(request):
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory):
     root = tmp_path_factory.mktemp("forgery")
-    return {v: make_fixture(root / v, v) for v in ("judge", "in-process")}
+    made = {v: make_fixture(root / v, v) for v in ("judge", "in-process")}
+    made.update({f"node {v}": make_node_fixture(root / f"node-{v}", v)
+                 for v in ("judge", "in-process")})
+    return made
 
 
 @pytest.fixture(autouse=True)
@@ -221,3 +287,27 @@ def test_references_and_canaries_stay_apart(fixtures, backend, tmp_path, verdict
     assert graded.outcome == Outcome.correct and graded.tampered is False, graded
     assert sorted(c.name.rsplit("::", 1)[-1] for c in graded.criteria) == [
         "test_answer", "test_answer_is_an_int"]
+
+
+@pytest.mark.parametrize("verdict", ["judge", "in-process"])
+def test_node_solution_that_disarms_assert(fixtures, backend, tmp_path, verdict):
+    """Judged apart, `assert` lives in the judge and the attack is void; in-process (the
+    control) it silences the real checks and the canary alike: tampered."""
+    workspace = tmp_path / "agent-workspace"
+    workspace.mkdir()
+    (workspace / "lib.js").write_text(NOOP_ASSERT)
+    graded = grade_workspace(fixtures[f"node {verdict}"], workspace, sandbox=backend)
+    assert graded.outcome == Outcome.incorrect, graded
+    if verdict == "judge":
+        assert graded.tampered is False and "test_answer" in graded.reason, graded
+    else:
+        assert graded.tampered is True and "canary" in graded.reason, graded
+        assert [c.passed for c in graded.criteria] == [True, True], graded.criteria
+
+
+@pytest.mark.parametrize("verdict", ["judge", "in-process"])
+def test_node_references(fixtures, backend, verdict):
+    fixture = fixtures[f"node {verdict}"]
+    for name, want in (("correct", Outcome.correct), ("incorrect", Outcome.incorrect)):
+        graded = grade_workspace(fixture, fixture.solution_dir(name), sandbox=backend)
+        assert graded.outcome == want and graded.tampered is False, graded

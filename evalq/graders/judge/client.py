@@ -12,7 +12,6 @@ from __future__ import annotations
 import builtins
 import os
 import select
-import socket
 
 from . import codec
 
@@ -66,7 +65,7 @@ class Output:
 class Channel:
     """One connection to one subject process: numbered requests, one answer each."""
 
-    def __init__(self, sock: socket.socket, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT):
         self.sock = sock
         self.timeout = timeout
         self.buffer = b""
@@ -186,13 +185,13 @@ _channel: Channel | None = None
 
 
 def channel() -> Channel:
-    """The connection the grader handed to this judge (fd in EVALQ_SUBJECT_FD)."""
+    """The connection the grader handed to this judge (named in EVALQ_SUBJECT_CHANNEL)."""
     global _channel
     if _channel is None:
-        fd = os.environ.get("EVALQ_SUBJECT_FD")
-        if fd is None:
+        spec = os.environ.get("EVALQ_SUBJECT_CHANNEL")
+        if spec is None:
             raise RuntimeError("no subject channel: run these tests through the evalq grader")
-        _channel = Channel(socket.socket(fileno=int(fd)))
+        _channel = Channel(codec.connect(spec))
     return _channel
 
 

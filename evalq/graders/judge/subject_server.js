@@ -1,13 +1,13 @@
 'use strict';
 // The Node subject: requires and calls the agent's modules for the judge, answers as data.
 // Same wire format as subject_server.py (codec.py): JSON lines, tagged values, handles.
-// Usage: node subject_server.js CHANNEL_FD WORKSPACE
+// Usage: node subject_server.js CHANNEL WORKSPACE (CHANNEL: fd:N or unix:PATH)
 const net = require('node:net');
 const path = require('node:path');
 const childProcess = require('node:child_process');
 const { createRequire } = require('node:module');
 
-const [fd, workspace] = [Number(process.argv[2]), process.argv[3]];
+const [spec, workspace] = [process.argv[2], process.argv[3]];
 const objects = new Map();
 const requireFromWorkspace = createRequire(path.join(workspace, 'package.json'));
 process.chdir(workspace);
@@ -106,7 +106,9 @@ function errorNames(err) {
   return names;
 }
 
-const channel = new net.Socket({ fd, readable: true, writable: true });
+const channel = spec.startsWith('fd:')
+  ? new net.Socket({ fd: Number(spec.slice(3)), readable: true, writable: true })
+  : net.connect(spec.slice('unix:'.length));
 let buffer = '';
 
 function answer(line) {

@@ -3,14 +3,13 @@
 Runs in its own sandbox, as its own user, with the agent's workspace as its only view of the
 project. It never sees the hidden tests or the report directory. Whatever the agent's code
 does to this process can change only the answers it sends, which the judge then checks.
-Usage: python3 -I -B subject_server.py CHANNEL_FD WORKSPACE
+Usage: python3 -I -B subject_server.py CHANNEL WORKSPACE (CHANNEL: fd:N or unix:PATH)
 """
 
 import importlib
 import io
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -106,8 +105,8 @@ class HandleOnly:
 
 
 def main() -> None:
-    fd, workspace = int(sys.argv[1]), sys.argv[2]
-    channel = socket.socket(fileno=fd).makefile("rwb")
+    workspace = sys.argv[2]
+    channel = codec.connect(sys.argv[1]).makefile("rwb")
     sys.path = [workspace] + sys.path[1:]
     os.chdir(workspace)
     Server(channel).serve()

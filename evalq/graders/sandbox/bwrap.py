@@ -75,6 +75,7 @@ def stop_from_inside(proc) -> None:
 
 class BwrapSandbox(Sandbox):
     name = "bwrap"
+    passes_fds = True  # RunExtras.pass_fds reach the command (split grading's channel)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -20,6 +20,7 @@ from evalq.graders.sandbox.base import (
     REPORT_PATH,
     WORKSPACE_PATH,
     ExecResult,
+    RunExtras,
     Sandbox,
     SandboxLimits,
 )
@@ -50,14 +51,14 @@ def _client(timeout: int = API_TIMEOUT):
     return docker.from_env(timeout=timeout)
 
 
-def _make_writable_by_sandbox(root: Path) -> None:
+def _make_writable_by_sandbox(root: Path, uid: int = SANDBOX_UID) -> None:
     """Give the grader user the caller's fresh copy; never follows a symlink out of it."""
     paths = [root]
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         paths.extend(Path(dirpath, n) for n in dirnames + filenames)
     try:
         for p in paths:
-            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+            os.lchown(p, uid, uid)
     except PermissionError:
         # Not root: open the tree up instead (the caller's copy is throw-away).
         for p in paths:
@@ -156,7 +157,7 @@ class DockerSandbox(Sandbox):
 
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
-            label: str = "") -> ExecResult:
+            label: str = "", extras: RunExtras | None = None) -> ExecResult:
         import docker.errors
         import requests.exceptions
         from docker.types import LogConfig, Ulimit
@@ -167,13 +168,19 @@ class DockerSandbox(Sandbox):
                    or not k or "=" in k]
         if bad_env:
             raise SandboxError(f"env names and values must be strings (bad: {bad_env!r})")
+        extras = extras or RunExtras()
+        if extras.pass_fds:
+            raise SandboxError("the docker backend cannot pass file descriptors in")
+        uid = SANDBOX_UID if extras.uid is None else extras.uid
         mounts = {}
         for path, target in ((workspace, WORKSPACE_PATH), (report_dir, REPORT_PATH)):
             p = Path(path)
             if not p.is_dir() or p.is_symlink():
                 raise SandboxError(f"{target} source {p} is not a directory")
-            _make_writable_by_sandbox(p)
+            _make_writable_by_sandbox(p, uid)
             mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
+        for source, target in extras.ro_binds:
+            mounts[str(Path(source).resolve())] = {"bind": target, "mode": "ro"}
 
         image = image or self.default_image
         memory = f"{int(limits.memory_mb)}m"
@@ -193,7 +200,7 @@ class DockerSandbox(Sandbox):
                     command=list(argv),
                     environment=dict(env),
                     working_dir=WORKSPACE_PATH,
-                    user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+                    user=f"{uid}:{uid}",
                     network_mode="none",
                     mem_limit=memory,
                     memswap_limit=memory,
@@ -246,7 +253,7 @@ class DockerSandbox(Sandbox):
             # ---- wait for the end, or the wall-time limit ------------------------------------
             status: Optional[dict] = None
             try:
-                status = container.wait(timeout=max(limits.timeout_seconds, 0.001))
+                status = _wait(container, limits.timeout_seconds, extras.should_stop)
             except requests.exceptions.RequestException as exc:
                 if not _is_timeout(exc):
                     raise SandboxError(f"lost the Docker engine while waiting: {_reason(exc)}") from exc
@@ -377,6 +384,25 @@ class DockerSandbox(Sandbox):
                 if "already in progress" not in str(exc):
                     raise SandboxError(f"cannot remove container {c.short_id}: {_reason(exc)}") from exc
         return removed
+
+
+def _wait(container, timeout: float, should_stop) -> Optional[dict]:
+    """container.wait, in short steps when a caller may ask to stop early (returns None then:
+    the caller kills it as for a time-out)."""
+    import requests.exceptions
+
+    if should_stop is None:
+        return container.wait(timeout=max(timeout, 0.001))
+    deadline = time.monotonic() + timeout
+    while True:
+        step = min(1.0, deadline - time.monotonic())
+        try:
+            return container.wait(timeout=max(step, 0.001))
+        except requests.exceptions.RequestException as exc:
+            if not _is_timeout(exc) or time.monotonic() >= deadline:
+                raise
+            if should_stop():
+                raise requests.exceptions.ReadTimeout("stopped by the caller") from exc
 
 
 def _is_timeout(exc: BaseException) -> bool:
