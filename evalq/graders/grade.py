@@ -141,9 +141,8 @@ def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canarie
     digests.update(hidden_tests_after=files_digest(tests, hidden),
                    grader_files_after=files_digest(helpers, JUDGE_PACKAGE))
     result = _verdict(fixture, run.judge, report_dir, canaries, digests, sandbox, "judge")
-    if run.subject_error:
-        result.reason = f"{result.reason}; {run.subject_error}" if result.reason \
-            else run.subject_error
+    if run.subject_error:  # the grader could not give the judge its subject: not the agent's
+        result.outcome, result.reason = Outcome.grading_failure, run.subject_error
     if run.subject is not None and run.subject.stderr.strip():
         result.output_tail += "\n[subject stderr]\n" + run.subject.stderr[-1000:].strip()
     return result

@@ -14,6 +14,8 @@ from pathlib import Path
 
 SOCKET_NAME = "channel.sock"
 ACCEPT_SECONDS = 60.0
+#: how often a wait for a connection looks whether its side has ended meanwhile
+POLL_SECONDS = 0.1
 
 
 class Relay:
@@ -25,8 +27,9 @@ class Relay:
             listener.bind(str(folder / SOCKET_NAME))
             os.chmod(folder / SOCKET_NAME, 0o777)  # the sandbox users connect to it
             listener.listen(1)
-            listener.settimeout(ACCEPT_SECONDS)
+            listener.settimeout(POLL_SECONDS)
             self.listeners.append(listener)
+        self.judge_ended, self.subject_ended = threading.Event(), threading.Event()
         self.threads: list[threading.Thread] = []
         self.conns: list[socket.socket] = []
         self.error: str | None = None
@@ -35,9 +38,12 @@ class Relay:
 
     def _run(self) -> None:
         try:
-            self.conns = [listener.accept()[0] for listener in self.listeners]
+            for listener, gone in zip(self.listeners, (self.judge_ended, self.subject_ended)):
+                self.conns.append(_accept(listener, gone))
         except OSError as exc:
             self.error = f"a side never connected to the channel ({exc})"
+            for conn in self.conns:  # the judge, waiting for its first line, sees the end
+                _hang_up(conn)
             return
         judge, subject = self.conns
         for source, sink in ((judge, subject), (subject, judge)):
@@ -45,16 +51,39 @@ class Relay:
             t.start()
             self.threads.append(t)
 
+    def subject_gone(self) -> None:
+        """The subject's container has ended: a connection it never made will not come."""
+        self.subject_ended.set()
+
     def close(self) -> None:
+        self.judge_ended.set()
         for s in self.listeners + self.conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _hang_up(s)
             s.close()
         self.thread.join(5)
         for t in self.threads:
             t.join(5)
+
+
+def _accept(listener: socket.socket, gone: threading.Event) -> socket.socket:
+    """The one connection of a side, unless that side ends first or takes over a minute."""
+    waited = 0.0
+    while True:
+        try:
+            conn = listener.accept()[0]
+            conn.settimeout(None)
+            return conn
+        except socket.timeout:
+            waited += POLL_SECONDS
+            if gone.is_set() or waited > ACCEPT_SECONDS:
+                raise OSError("no connection") from None
+
+
+def _hang_up(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _copy(source: socket.socket, sink: socket.socket) -> None:

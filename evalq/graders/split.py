@@ -31,6 +31,10 @@ SUBJECT_ARGV = {"node": ["node", f"{SUBJECT_MOUNT}/subject_server.js"]}
 PYTHON_SUBJECT = ["python3", "-I", "-B", f"{SUBJECT_MOUNT}/subject_server.py"]
 
 
+#: written by the judge (in its report dir) when the subject server never answered at all
+CHANNEL_STATUS = "channel-broken"
+
+
 @dataclass
 class SplitRun:
     judge: ExecResult
@@ -77,7 +81,8 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
     thread.start()
     try:
         judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
-                            env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec},
+                            env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
+                                 "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}"},
                             image=image, label=f"{label}:judge",
                             extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),
                                                        *channel.judge_binds),
@@ -88,7 +93,13 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
         thread.join(limits.timeout_seconds + 30)
     if thread.is_alive():
         raise SandboxError("the subject's sandbox did not stop after the judge ended")
-    return SplitRun(judge=judge, subject=outcome.get("result"), subject_error=outcome.get("error"))
+    broken = report_dir / CHANNEL_STATUS
+    error = outcome.get("error")
+    if broken.is_file():
+        relay = f" ({channel.relay.error})" if channel.relay and channel.relay.error else ""
+        error = error or f"judge-subject channel broke: {broken.read_text()[:300]}{relay}"
+        broken.unlink()
+    return SplitRun(judge=judge, subject=outcome.get("result"), subject_error=error)
 
 
 class _Channel:
@@ -118,6 +129,8 @@ class _Channel:
     def subject_gone(self) -> None:
         if self.relay is None:
             self.subject_end.close()
+        else:
+            self.relay.subject_gone()
 
     def judge_gone(self) -> None:
         if self.relay is None:

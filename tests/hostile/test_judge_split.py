@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalq.fixtures import Fixture, freeze_fixture
+from evalq.graders import split
 from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
@@ -109,12 +110,17 @@ def make_node_fixture(root: Path, verdict: str) -> Fixture:
     return load_fixture(root)
 
 
-def make_fixture(root: Path, verdict: str) -> Fixture:
+QUICK = JUDGED.replace("from evalq_judge import load_subject\n",
+                       "from evalq_judge import call_timeout, load_subject\n\n"
+                       "call_timeout(2)\n")
+
+
+def make_fixture(root: Path, verdict: str, tests: str | None = None) -> Fixture:
     (root / "workspace").mkdir(parents=True)
     (root / "workspace" / "app.py").write_text("def answer():\n    return 0\n")
     (root / "hidden" / "hidden_tests").mkdir(parents=True)
     (root / "hidden" / "hidden_tests" / "test_answer.py").write_text(
-        JUDGED if verdict == "judge" else IN_PROCESS)
+        tests or (JUDGED if verdict == "judge" else IN_PROCESS))
     for name, value in (("correct", 42), ("incorrect", 41)):
         (root / "solutions" / name).mkdir(parents=True)
         (root / "solutions" / name / "app.py").write_text(f"def answer():\n    return {value}\n")
@@ -231,6 +237,7 @@ def backend(request):
 def fixtures(tmp_path_factory):
     root = tmp_path_factory.mktemp("forgery")
     made = {v: make_fixture(root / v, v) for v in ("judge", "in-process")}
+    made["judge quick"] = make_fixture(root / "quick", "judge", QUICK)
     made.update({f"node {v}": make_node_fixture(root / f"node-{v}", v)
                  for v in ("judge", "in-process")})
     return made
@@ -311,3 +318,24 @@ def test_node_references(fixtures, backend, verdict):
     for name, want in (("correct", Outcome.correct), ("incorrect", Outcome.incorrect)):
         graded = grade_workspace(fixture, fixture.solution_dir(name), sandbox=backend)
         assert graded.outcome == want and graded.tampered is False, graded
+
+
+@pytest.mark.parametrize("body, says", [
+    ("import time\n\ndef answer():\n    time.sleep(3600)\n", "did not answer within 2s"),
+    ("import os\n\ndef answer():\n    os._exit(3)\n", "subject process ended"),
+], ids=["hangs", "dies"])
+def test_subject_that_hangs_or_dies_fails_its_check(fixtures, backend, tmp_path, body, says):
+    graded = grade(fixtures["judge quick"], backend, tmp_path, {"app.py": body})
+    assert graded.outcome == Outcome.incorrect and graded.tampered is False, graded
+    failed = [c for c in graded.criteria if c.passed is False]
+    assert len(failed) == 2 and says in failed[0].evidence, failed
+
+
+def test_subject_that_cannot_start_is_a_grading_failure(fixtures, backend, tmp_path,
+                                                        monkeypatch):
+    """The subject server is evalq's own: when it ends before its first line, the grader is
+    at fault (a grading_failure), not the agent. Its start command is replaced by `true`."""
+    monkeypatch.setattr(split, "PYTHON_SUBJECT", ["true"])
+    graded = grade(fixtures["judge"], backend, tmp_path, {"app.py": "def answer():\n    return 42\n"})
+    assert graded.outcome == Outcome.grading_failure, graded
+    assert graded.reason.startswith("judge-subject channel broke: "), graded.reason

@@ -72,7 +72,11 @@ class Channel:
         self.broken: str | None = None
         self.last = Output()
         self.next_id = 0
-        self.hello = self._receive(HELLO_TIMEOUT)
+        try:
+            self.hello = self._receive(HELLO_TIMEOUT)
+        except SubjectUnavailable as exc:
+            _report_broken_channel(str(exc))
+            raise
 
     def request(self, message: dict, timeout: float | None = None):
         if self.broken:
@@ -179,6 +183,20 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"<subject {self._type} #{self._id}>"
+
+
+def _report_broken_channel(reason: str) -> None:
+    """The subject server is evalq's own code and says hello before any agent code loads: if
+    it never does, the grader is at fault, and it must grade grading_failure, not incorrect."""
+    status = os.environ.get("EVALQ_CHANNEL_STATUS")
+    if status:
+        with open(status, "w", encoding="utf-8") as out:
+            out.write(reason)
+
+
+def call_timeout(seconds: float) -> None:
+    """How long each later call may take before its check fails as hung (default 10 s)."""
+    channel().timeout = float(seconds)
 
 
 _channel: Channel | None = None
