@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "scale", "report", "stats")
+SECTIONS = ("overhead", "scale", "report", "stats", "grading")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -40,9 +40,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def sizes(quick: bool, trials: int | None) -> dict:
     if quick:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
-                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000}
+                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000, "gradings": 3}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
-            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000}
+            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
+            "gradings": 15}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +107,12 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import stats_bench
 
         return stats_bench.run(size["stat_tasks"], size["resamples"], log)
+    if section == "grading":
+        from . import grading_bench
+        from .overhead import docker_ready
+
+        sandboxes = ["bwrap"] + (["docker"] if docker_ready()[0] else [])
+        return grading_bench.run(workdir / "grading", size["gradings"], sandboxes, log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

@@ -339,3 +339,34 @@ def test_subject_that_cannot_start_is_a_grading_failure(fixtures, backend, tmp_p
     graded = grade(fixtures["judge"], backend, tmp_path, {"app.py": "def answer():\n    return 42\n"})
     assert graded.outcome == Outcome.grading_failure, graded
     assert graded.reason.startswith("judge-subject channel broke: "), graded.reason
+
+
+def test_tampered_reaches_the_attempt_row_and_the_report(fixtures, tmp_path):
+    """A real tampered grade, through the result message's fields into the results database
+    (the store's own upsert) and out as the report's list of tampered attempts."""
+    import sys
+
+    from evalq.graders.service import result_fields
+    from evalq.report.compute import compute_report
+    from evalq.report.markdown import render_markdown
+    from evalq.store import record_attempt
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "report"))
+    from report_native_rows import make_study
+
+    graded = grade(fixtures["in-process"], get_sandbox("bwrap"), tmp_path,
+                   ATTACKS["patch pytest reports"])
+    outcome, reason, criteria, record = result_fields(graded, "host-a")
+    engine = make_study(f"sqlite:///{tmp_path / 'r.db'}", "tamper", tasks=("t1",), k=1)
+    trial = "tamper-t1-cand-1"
+    assert record_attempt(engine, {"trial_id": trial, "attempt": 1, "study_id": "tamper",
+                                   "outcome": outcome, "reason": reason, "criteria": criteria,
+                                   "grade": record}, regrade=True)
+    report = compute_report(engine, "tamper", n_resamples=200)
+    block = report["grading_integrity"]
+    assert block["tampered_count"] == 1 and block["tampered"][0]["trial_id"] == trial
+    assert block["tampered"][0]["reason"].startswith("tampered: ")
+    assert block["verdicts"] == {"in-process": 1, "unrecorded": 1} and block["note"]
+    row = next(r for r in report["trial_rows"] if r["trial_id"] == trial)
+    assert (row["outcome"], row["tampered"], row["verdict"]) == ("incorrect", True, "in-process")
+    assert "Tampered attempts (graded incorrect): 1." in render_markdown(report)
