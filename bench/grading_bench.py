@@ -40,7 +40,9 @@ def timed(fixture, sandbox: str, n: int, workdir: Path) -> list[float]:
     from evalq.graders.grade import grade_workspace, prepare_reference
     from evalq.models import Outcome
 
-    workspace = prepare_reference(fixture, "correct", workdir / f"ws-{fixture.spec.grade.verdict}")
+    workspace = workdir / f"ws-{fixture.spec.grade.verdict}"
+    if not workspace.exists():
+        prepare_reference(fixture, "correct", workspace)
     times = []
     for _ in range(n):
         started = time.perf_counter()

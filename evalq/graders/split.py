@@ -82,6 +82,8 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
     try:
         judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
                             env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
+                                 # only the plugins the hidden tests ask for (and faster)
+                                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
                                  "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}"},
                             image=image, label=f"{label}:judge",
                             extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),
