@@ -90,15 +90,6 @@ class LoopbackListener:
         self.sock.close()
 
 
-@pytest.fixture(params=["bwrap", "docker"])
-def backend(request):
-    sandbox = get_sandbox(request.param)
-    ok, why = sandbox.available()
-    if not ok:
-        pytest.fail(f"sandbox '{request.param}' is not available: {why}", pytrace=False)
-    return sandbox
-
-
 def _mentions(pid: str, marker: str) -> bool:
     """Whether a process belongs to this test: its command line or mounts name the test's tmp."""
     for name in ("cmdline", "mountinfo"):

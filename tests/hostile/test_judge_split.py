@@ -22,8 +22,6 @@ from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
 
-BACKENDS = ["bwrap", "docker"]
-
 JUDGED = """from evalq_judge import load_subject
 
 
@@ -222,15 +220,6 @@ WORK_IN_PROCESS = ["patch pytest reports", "plugin on the live session",
                    "pytest.py shadows the runner", "_pytest/ shadows the runner",
                    "reads the hidden tests"]
 FORGERIES = set(WORK_IN_PROCESS) - {"reads the hidden tests"}
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    sandbox = get_sandbox(request.param)
-    ok, why = sandbox.available()
-    if not ok:
-        pytest.fail(f"sandbox '{request.param}' is not available: {why}", pytrace=False)
-    return sandbox
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@
 The grader mounts this package read-only into the judge's sandbox as `evalq_judge`.
 """
 
-from .client import (SubjectError, call_timeout, SubjectGone, SubjectHung, SubjectUnavailable, Handle,
+from .client import (SubjectError, build, call_timeout, SubjectGone, SubjectHung, SubjectUnavailable, Handle,
                      load_subject, output, read_text, run, tmp_dir,
                      write_text)
 
-__all__ = ["SubjectError", "call_timeout", "SubjectGone", "SubjectHung", "SubjectUnavailable", "Handle",
+__all__ = ["SubjectError", "build", "call_timeout", "SubjectGone", "SubjectHung", "SubjectUnavailable", "Handle",
            "load_subject", "output", "read_text", "run", "tmp_dir", "write_text"]

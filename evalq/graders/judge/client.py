@@ -225,6 +225,16 @@ def run(argv: list, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                               "timeout": timeout, "cwd": cwd}, timeout + 5)
 
 
+def build(script: str, files: dict | None = None, timeout: float = 60.0) -> dict:
+    """Send `files` ({subject path: text}) and run `sh -c script` in the subject's workspace;
+    a failed build fails the check with its output. Send only what holds no expected value."""
+    for path, text in (files or {}).items():
+        write_text(path, text)
+    done = run(["sh", "-c", script], timeout=timeout)
+    assert done["exit_code"] == 0, f"build failed:\n{done['stdout']}{done['stderr']}"[-2000:]
+    return done
+
+
 def tmp_dir():
     """A fresh directory in the subject's /tmp (the judge's own files are not its to see)."""
     import pathlib
