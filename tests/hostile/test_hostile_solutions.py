@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hostile_backend import backend  # noqa: F401 (the fixture)
 
 from evalq.fixtures import Fixture, freeze_fixture, load_fixture
 from evalq.graders.grade import grade_workspace

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hostile_backend import backend  # noqa: F401 (the fixture)
 
 from evalq.fixtures import Fixture, freeze_fixture
 from evalq.graders import split

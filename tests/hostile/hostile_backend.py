@@ -1,4 +1,4 @@
-"""The `backend` fixture of the hostile tests: each test runs in both grading sandboxes."""
+"""The `backend` fixture of the hostile tests (import it): each test runs in both sandboxes."""
 
 import pytest
 
