@@ -30,6 +30,14 @@ class Canaries:
     names: list[str] = field(default_factory=list)
     known: set[str] = field(default_factory=set)
     kind: str = "none"  # "pytest" | "node" | "none"
+    #: canary name -> the names its test file is reported under when it fails to load
+    #: (pytest: the dotted module; node: the file's path), which excuses its absence
+    homes: dict[str, set[str]] = field(default_factory=dict)
+
+    def file_entry(self, name: str) -> bool:
+        """A report entry that names a whole test file (a load or collection failure)."""
+        return any(name == home or name.endswith("/" + home)
+                   for homes in self.homes.values() for home in homes)
 
 
 def plant(hidden_root: Path, rng: random.Random, count: int = 2) -> Canaries:
@@ -37,10 +45,7 @@ def plant(hidden_root: Path, rng: random.Random, count: int = 2) -> Canaries:
     py = sorted(p for p in hidden_root.rglob("test_*.py") if p.is_file())
     py += sorted(p for p in hidden_root.rglob("*_test.py") if p.is_file() and p not in py)
     if py:
-        found = _plant_pytest(py, rng, count)
-        # a test file that fails to import is reported under its module's dotted name
-        found.known |= {".".join(p.relative_to(hidden_root).with_suffix("").parts) for p in py}
-        return found
+        return _plant_pytest(py, hidden_root, rng, count)
     js = sorted(p for p in hidden_root.rglob("*.test.js") if p.is_file())
     if js:
         return _plant_node(js, hidden_root, rng, count)
@@ -84,7 +89,7 @@ def _impossible(rng: random.Random) -> ast.stmt:
     return ast.parse(f"assert {a} == {a + rng.randint(1, 97)}").body[0]
 
 
-def _plant_pytest(files: list[Path], rng: random.Random, count: int) -> Canaries:
+def _plant_pytest(files: list[Path], root: Path, rng: random.Random, count: int) -> Canaries:
     trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files}
     tests = [(p, i, n) for p, t in trees.items() for i, n in enumerate(t.body)
              if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
@@ -100,6 +105,8 @@ def _plant_pytest(files: list[Path], rng: random.Random, count: int) -> Canaries
         body = trees[path].body
         body.insert(rng.randint(index + 1, len(body)), canary)
         found.names.append(canary.name)
+        # a test file that fails to import is reported under its module's dotted name
+        found.homes[canary.name] = {".".join(path.relative_to(root).with_suffix("").parts)}
     found.known |= set(found.names)
     for path, tree in trees.items():  # every file rewritten alike, so none stands out
         path.write_text(ast.unparse(ast.fix_missing_locations(tree)) + "\n", encoding="utf-8")
@@ -123,6 +130,7 @@ def _plant_node(files: list[Path], root: Path, rng: random.Random, count: int) -
         lines.insert(rng.choice(spots), check)
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         found.names.append(name)
+        found.homes[name] = {path.relative_to(root).as_posix()}
     found.known |= set(found.names)
     return found
 

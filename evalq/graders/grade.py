@@ -18,7 +18,7 @@ from evalq.fixtures import Fixture, materialize
 from evalq.overlay import apply_overlay, copy_tree
 from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.canary import Canaries, plant
-from evalq.graders.protect import protected_patterns, reset_grader_files
+from evalq.graders.protect import matches, protected_patterns, reset_grader_files
 from evalq.graders.split import JUDGE_PACKAGE, run_split
 from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.reports import ReportError, parse_junit, parse_tap
@@ -86,9 +86,9 @@ def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
     canaries = plant(hidden, random.Random(secrets.randbits(64)))
     if grade.split:
         return _run_judged(fixture, workdir, hidden, canaries, sandbox, label)
-    reset = reset_grader_files(workdir, fixture.workspace_dir, hidden,
-                               protected_patterns(fixture.spec.toolchain, grade.protected))
-    return _noted(_run_overlaid(fixture, workdir, hidden, canaries, sandbox, label),
+    patterns = protected_patterns(fixture.spec.toolchain, grade.protected)
+    reset = reset_grader_files(workdir, fixture.workspace_dir, hidden, patterns)
+    return _noted(_run_overlaid(fixture, workdir, hidden, canaries, sandbox, label, patterns),
                   "reset before grading", reset)
 
 
@@ -101,14 +101,24 @@ def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
 
 
 def _run_overlaid(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canaries,
-                  sandbox: Sandbox, label: str) -> GradeResult:
-    placed = [workdir / p.relative_to(hidden) for p in listed(hidden)]
+                  sandbox: Sandbox, label: str, patterns) -> GradeResult:
+    tops = [workdir / entry.name for entry in hidden.iterdir()]
     apply_overlay(hidden, workdir)
+
+    def placed() -> list[Path]:  # listed anew each time: a file added later counts too
+        return [p for top in tops for p in ([top] if top.is_file() else listed(top))
+                if "__pycache__" not in p.parts]
+
+    def runner_files() -> list[Path]:
+        return [p for p in listed(workdir) if matches(p.relative_to(workdir).as_posix(),
+                                                      patterns) and p not in placed()]
+
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
     grade = fixture.spec.grade
     argv = [part.replace("{report_dir}", REPORT_PATH) for part in grade.command]
-    digests = {"hidden_tests_before": files_digest(placed, workdir)}
+    digests = {"hidden_tests_before": files_digest(placed(), workdir),
+               "grader_files_before": files_digest(runner_files(), workdir)}
     try:
         result = sandbox.run(argv, workspace=workdir, report_dir=report_dir,
                              limits=limits_for(fixture), env=dict(GRADER_ENV),
@@ -116,7 +126,8 @@ def _run_overlaid(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canar
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
                            sandbox=sandbox.name, verdict="in-process")
-    digests["hidden_tests_after"] = files_digest(placed, workdir)
+    digests.update(hidden_tests_after=files_digest(placed(), workdir),
+                   grader_files_after=files_digest(runner_files(), workdir))
     return _verdict(fixture, result, report_dir, canaries, digests, sandbox, "in-process")
 
 

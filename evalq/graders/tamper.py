@@ -9,6 +9,7 @@ the attempt `incorrect` with `tampered` recorded, never `correct`.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from evalq.models import Criterion
@@ -28,7 +29,20 @@ def files_digest(paths: list[Path], root: Path) -> str:
 
 
 def listed(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    """Regular files under root, without following links; iterative, since the agent's code
+    may have left a tree deeper than Python's recursion limit."""
+    found, stack = [], [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                found.append(Path(entry.path))
+    return found
 
 
 def evidence(criteria: list[Criterion] | None, canaries: Canaries,
@@ -43,18 +57,27 @@ def evidence(criteria: list[Criterion] | None, canaries: Canaries,
         seen = {}
         for c in criteria:
             seen.setdefault(base_name(c.name), []).append(c)
+        failed_files = {c.name for c in criteria if c.passed is False and
+                        canaries.file_entry(c.name)}
         for name in canaries.names:
             got = seen.get(name)
             if not got:
-                problems.append(f"canary check {name!r} missing from the report")
+                # a test file that failed to load (a failed check) never ran its canary
+                if not any(_home_of(f, canaries.homes.get(name, set())) for f in failed_files):
+                    problems.append(f"canary check {name!r} missing from the report")
             elif any(c.passed for c in got):
                 problems.append(f"canary check {name!r} reported as passed")
         if canaries.known:
-            strangers = sorted({base_name(c.name) for c in criteria} - canaries.known)
+            strangers = sorted({base_name(c.name) for c in criteria
+                                if not canaries.file_entry(c.name)} - canaries.known)
             if strangers:
                 problems.append("report lists checks the tests do not define: "
                                 + ", ".join(strangers[:5]))
     return "; ".join(problems) or None
+
+
+def _home_of(entry: str, homes: set[str]) -> bool:
+    return any(entry == home or entry.endswith("/" + home) for home in homes)
 
 
 def without_canaries(criteria: list[Criterion], canaries: Canaries) -> list[Criterion]:

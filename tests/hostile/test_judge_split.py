@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hostile_backend import backend  # noqa: F401 (the fixture)
 
-from evalq.fixtures import Fixture, freeze_fixture
+from evalq.fixtures import Fixture, freeze_fixture, load_fixture
 from evalq.graders import split
 from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
@@ -360,3 +360,37 @@ def test_tampered_reaches_the_attempt_row_and_the_report(fixtures, tmp_path):
     row = next(r for r in report["trial_rows"] if r["trial_id"] == trial)
     assert (row["outcome"], row["tampered"], row["verdict"]) == ("incorrect", True, "in-process")
     assert "Tampered attempts (graded incorrect): 1." in render_markdown(report)
+
+
+def test_in_process_runner_files_rewritten_during_the_run_are_tampering(fixtures, backend,
+                                                                        tmp_path):
+    """The runner's own files (reset before the run) and the hidden tests, rewritten by the
+    agent's code while the tests run: the digests differ, so the grade is tampered."""
+    attack = ("import pathlib\nfor p in pathlib.Path('hidden_tests').glob('test_*.py'):\n"
+              "    p.write_text(p.read_text() + '\\n# edited\\n')\n"
+              "pathlib.Path('conftest.py').write_text('# mine now\\n')\n" + WRONG)
+    graded = grade(fixtures["in-process"], backend, tmp_path, {"app.py": attack})
+    assert graded.outcome == Outcome.incorrect and graded.tampered is True, graded
+    assert "hidden tests changed during the run" in graded.reason, graded.reason
+    assert graded.digests["grader_files_before"] != graded.digests["grader_files_after"]
+
+
+def test_in_process_deep_tree_left_at_grading_time_ends_as_an_outcome(fixtures, tmp_path):
+    """The grader lists the workspace after the run for its digests: a tree deeper than
+    Python's recursion limit must not turn that into a traceback."""
+    attack = ("import os\nos.makedirs('/'.join(['d'] * 1200), exist_ok=True)\n" + WRONG)
+    graded = grade(fixtures["in-process"], get_sandbox("bwrap"), tmp_path, {"app.py": attack})
+    assert graded.outcome == Outcome.incorrect and graded.tampered is False, graded
+
+
+@pytest.mark.parametrize("verdict", ["judge", "in-process"])
+def test_a_test_file_that_fails_to_load_is_incorrect_not_tampered(fixtures, tmp_path, verdict):
+    """Its canaries never ran, and that is explained by the file's own failed entry."""
+    judged = load_fixture(Path(__file__).resolve().parents[2] / "fixtures" / "py-slugify-bugfix")
+    fixture = judged if verdict == "judge" else fixtures["in-process"]
+    workspace = tmp_path / "agent-workspace"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("the code is gone\n")
+    graded = grade_workspace(fixture, workspace, sandbox=get_sandbox("bwrap"))
+    assert graded.outcome == Outcome.incorrect and graded.tampered is False, graded
+    assert [c.passed for c in graded.criteria] == [False], graded.criteria
