@@ -200,16 +200,27 @@ def call_timeout(seconds: float) -> None:
 
 
 _channel: Channel | None = None
+_never_connected: str | None = None
 
 
 def channel() -> Channel:
     """The connection the grader handed to this judge (named in EVALQ_SUBJECT_CHANNEL)."""
-    global _channel
+    global _channel, _never_connected
+    if _never_connected:
+        raise SubjectGone(f"subject unavailable: {_never_connected}")
     if _channel is None:
         spec = os.environ.get("EVALQ_SUBJECT_CHANNEL")
         if spec is None:
             raise RuntimeError("no subject channel: run these tests through the evalq grader")
-        _channel = Channel(codec.connect(spec))
+        try:
+            _channel = Channel(codec.connect(spec))
+        except OSError as exc:  # the grader's channel is not there: the grader's fault
+            _never_connected = f"no channel ({exc})"
+            _report_broken_channel(_never_connected)
+            raise SubjectGone(f"subject unavailable: {_never_connected}") from None
+        except SubjectUnavailable as exc:  # one subject per grading: no retry
+            _never_connected = f"it never answered ({exc})"
+            raise
     return _channel
 
 
