@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,import,ticks]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,import,ticks,grading]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "import", "ticks")
+SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "import", "ticks",
+            "grading")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -42,10 +43,12 @@ def sizes(quick: bool, trials: int | None) -> dict:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
                 "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
                 "gateway_requests": 50, "agentbox": 5,
-                "import_tasks": 50, "import_runs": 10}
+                "import_tasks": 50, "import_runs": 10,
+                "gradings": 3}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
-            "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50}
+            "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
+            "gradings": 15}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +129,12 @@ def run_section(section, args, size, workdir, broker, stack, log):
         from . import agentbox
 
         return agentbox.run(workdir / "agentbox", size["agentbox"], log)
+    if section == "grading":
+        from . import grading_bench
+        from .overhead import docker_ready
+
+        sandboxes = ["bwrap"] + (["docker"] if docker_ready()[0] else [])
+        return grading_bench.run(workdir / "grading", size["gradings"], sandboxes, log)
     url, what = stack.enter_context(database(workdir, args.database))
     log(f"results database: {what}")
     if section == "overhead":

@@ -55,6 +55,15 @@ class GradeSpec(Strict):
     #: files reset to the fixture's own before grading (graders/protect.py); None: the
     #: toolchain's defaults (test-runner configuration), [] for none
     protected: Optional[list[str]] = None
+    #: "judge": the hidden tests run in their own sandbox and reach the agent's code only
+    #: through evalq_judge (graders/judge/); `command` is then the pytest arguments.
+    #: "in-process" (also when unset, which keeps older digests): the command runs the tests
+    #: in the agent code's process, a weaker guarantee (README).
+    verdict: Optional[Literal["judge", "in-process"]] = None
+
+    @property
+    def split(self) -> bool:
+        return self.verdict == "judge"
 
 
 class FixtureSpec(Strict):
@@ -227,6 +236,12 @@ class GradeResult(Strict):
     output_tail: str = ""
     #: image, toolchain name and rootfs digest the hidden tests ran in (SPEC I7)
     toolchain: Optional[dict] = None
+    #: "judge" or "in-process" (GradeSpec.verdict)
+    verdict: Optional[str] = None
+    #: True when the report shows forgery (graders/tamper.py); None when not examined
+    tampered: Optional[bool] = None
+    #: sha256 of the hidden tests and grader files before and after the run
+    digests: dict[str, str] = Field(default_factory=dict)
 
 
 class TrialRef(Strict):

@@ -255,6 +255,9 @@ def grade(fixture: str, workspace: str, as_json: bool, sandbox: str | None) -> N
         took = (f"{result.duration_seconds:.2f} s" if result.duration_seconds is not None
                 else "unavailable")
         click.echo(f"sandbox {result.sandbox}, {took}, exit code {result.exit_code}")
+        weaker = " (in-process: the weaker guarantee)" if result.verdict == "in-process" else ""
+        tampered = {True: "TAMPERED", False: "no sign of tampering", None: "not examined"}
+        click.echo(f"verdict {result.verdict}{weaker}; {tampered[result.tampered]}")
     outcome = result.outcome.value
     sys.exit(0 if outcome == "correct" else 1 if outcome in ("incorrect", "timed_out") else 3)
 

@@ -7,13 +7,19 @@ report ⇒ grading_failure with the reason. A grading failure says nothing about
 
 from __future__ import annotations
 
+import dataclasses
+import random
+import secrets
 from pathlib import Path
 
 from evalq.errors import SandboxError
 from evalq.fixtures.fixture import Fixture, materialize
-from evalq.fixtures.overlay import apply_overlay
+from evalq.fixtures.overlay import apply_overlay, copy_tree
 from evalq.models import Criterion, GradeResult, Outcome
-from evalq.graders.protect import protected_patterns, reset_grader_files
+from evalq.graders.canary import Canaries, plant
+from evalq.graders.protect import matches, protected_patterns, reset_grader_files
+from evalq.graders.split import JUDGE_PACKAGE, run_split
+from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
 from evalq.graders.sandbox.scratch import grading_folder
@@ -32,7 +38,7 @@ GRADER_ENV = {
     "NO_COLOR": "1",
     "CI": "true",
 }
-GRADER_VERSION = "evalq-grader/2"  # 2: grader files reset before the hidden tests run
+GRADER_VERSION = "evalq-grader/3"  # 3: judge/subject split, canaries; 2: grader files reset
 #: items of one kind (reset, dropped) named in a reason
 NOTED_ITEMS = 10
 
@@ -71,12 +77,19 @@ def classify(result: ExecResult, criteria: list[Criterion] | None,
 
 def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
                      label: str = "") -> GradeResult:
-    """Reset the grader's files, overlay the hidden tests on `workdir` (already a fresh copy)
-    and grade it. What had to be reset is recorded in the reason."""
+    """Grade `workdir` (already a fresh copy): with the hidden tests as a judge apart from the
+    agent's code (verdict = "judge"), or overlaid on it after resetting the runner's files
+    (in-process). What had to be reset is recorded in the reason."""
     grade = fixture.spec.grade
-    reset = reset_grader_files(workdir, fixture.workspace_dir, fixture.hidden_dir,
-                               protected_patterns(fixture.spec.toolchain, grade.protected))
-    return _noted(_run_overlaid(fixture, workdir, sandbox, label), "reset before grading", reset)
+    hidden = workdir.parent / "hidden"
+    copy_tree(fixture.hidden_dir, hidden)
+    canaries = plant(hidden, random.Random(secrets.randbits(64)))
+    if grade.split:
+        return _run_judged(fixture, workdir, hidden, canaries, sandbox, label)
+    patterns = protected_patterns(fixture.spec.toolchain, grade.protected)
+    reset = reset_grader_files(workdir, fixture.workspace_dir, hidden, patterns)
+    return _noted(_run_overlaid(fixture, workdir, hidden, canaries, sandbox, label, patterns),
+                  "reset before grading", reset)
 
 
 def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
@@ -88,33 +101,93 @@ def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
     return result
 
 
-def _run_overlaid(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str) -> GradeResult:
-    apply_overlay(fixture.hidden_dir, workdir)
+def _run_overlaid(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canaries,
+                  sandbox: Sandbox, label: str, patterns) -> GradeResult:
+    tops = [workdir / entry.name for entry in hidden.iterdir()]
+    apply_overlay(hidden, workdir)
+
+    def placed() -> list[Path]:  # listed anew each time: a file added later counts too
+        return [p for top in tops for p in ([top] if top.is_file() else listed(top))
+                if "__pycache__" not in p.parts]
+
+    def runner_files() -> list[Path]:
+        return [p for p in listed(workdir) if matches(p.relative_to(workdir).as_posix(),
+                                                      patterns) and p not in placed()]
+
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
     grade = fixture.spec.grade
     argv = [part.replace("{report_dir}", REPORT_PATH) for part in grade.command]
+    digests = {"hidden_tests_before": files_digest(placed(), workdir),
+               "grader_files_before": files_digest(runner_files(), workdir)}
     try:
         result = sandbox.run(argv, workspace=workdir, report_dir=report_dir,
                              limits=limits_for(fixture), env=dict(GRADER_ENV),
                              image=fixture.spec.image, label=label)
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
-                           sandbox=sandbox.name)
+                           sandbox=sandbox.name, verdict="in-process")
+    digests.update(hidden_tests_after=files_digest(placed(), workdir),
+                   grader_files_after=files_digest(runner_files(), workdir))
+    return _verdict(fixture, result, report_dir, canaries, digests, sandbox, "in-process")
+
+
+def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canaries,
+                sandbox: Sandbox, label: str) -> GradeResult:
+    judge_dir = workdir.parent / "judge"
+    judge_dir.mkdir()
+    hidden = hidden.rename(judge_dir / "hidden")
+    report_dir = workdir.parent / "report"
+    report_dir.mkdir()
+    tests, helpers = listed(hidden), listed(JUDGE_PACKAGE)
+    digests = {"hidden_tests_before": files_digest(tests, hidden),
+               "grader_files_before": files_digest(helpers, JUDGE_PACKAGE)}
+    try:
+        run = run_split(sandbox, toolchain=fixture.spec.toolchain, command=fixture.spec.grade.command,
+                        workdir=workdir, judge_dir=judge_dir, report_dir=report_dir,
+                        limits=limits_for(fixture), env=dict(GRADER_ENV),
+                        image=fixture.spec.image, label=label)
+    except SandboxError as exc:
+        return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
+                           sandbox=sandbox.name, verdict="judge")
+    digests.update(hidden_tests_after=files_digest(tests, hidden),
+                   grader_files_after=files_digest(helpers, JUDGE_PACKAGE))
+    result = _verdict(fixture, run.judge, report_dir, canaries, digests, sandbox, "judge")
+    if run.subject_error:  # the grader could not give the judge its subject: not the agent's
+        result.outcome, result.reason = Outcome.grading_failure, run.subject_error
+    if run.subject is not None and run.subject.stderr.strip():
+        result.output_tail += "\n[subject stderr]\n" + run.subject.stderr[-1000:].strip()
+    return result
+
+
+def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: Canaries,
+             digests: dict[str, str], sandbox: Sandbox, verdict: str) -> GradeResult:
+    """Parse the report, look for tampering, and map everything to one outcome."""
+    grade = fixture.spec.grade
     criteria: list[Criterion] | None
     problem = None
     try:
-        if grade.report == "junit":
+        if grade.report == "junit" or grade.split:
             criteria = parse_junit(report_dir / "junit.xml")
         else:
             criteria = parse_tap(result.stdout)
     except ReportError as exc:
         criteria, problem = None, str(exc)
-    outcome, reason = classify(result, criteria, problem)
+    forged = tamper_evidence(criteria, canaries, digests) if problem is None else None
+    real = without_canaries(criteria, canaries) if criteria is not None else None
+    if forged:
+        outcome, reason = Outcome.incorrect, f"tampered: {forged}"
+    else:
+        # the canaries failed, as they must: the runner's "some tests failed" is theirs
+        exited = dataclasses.replace(result, exit_code=0) if (
+            canaries.names and result.exit_code == 1 and result.signal is None) else result
+        outcome, reason = classify(exited, real, problem)
     tail = (result.stdout[-2000:] + ("\n" + result.stderr[-1000:] if result.stderr else ""))
-    return GradeResult(outcome=outcome, reason=reason, criteria=criteria or [],
+    return GradeResult(outcome=outcome, reason=reason, criteria=real or [],
                        exit_code=result.exit_code, duration_seconds=result.duration_seconds,
-                       sandbox=sandbox.name, output_tail=tail.strip(),
+                       sandbox=sandbox.name, output_tail=tail.strip(), verdict=verdict,
+                       tampered=bool(forged) if criteria is not None or forged else None,
+                       digests=digests,
                        toolchain=result.toolchain.record() if result.toolchain else None)
 
 

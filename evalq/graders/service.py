@@ -23,8 +23,21 @@ from evalq.graders.grade import GRADER_VERSION, grade_archive
 from evalq.queue.messages import trial_label
 from evalq.results.lease import Heartbeat
 from evalq.results.store import claim_grading, init_db
+from evalq.models import GradeResult
 
 log = logging.getLogger("evalq.grading")
+
+
+def result_fields(result: GradeResult, hostname: str = "") -> tuple[str, str | None, list, dict]:
+    """(outcome, reason, criteria, grade record) of a result message; the grade record goes to
+    the attempt row as it is, `tampered`, `verdict` and the digests included."""
+    criteria = [c.model_dump(mode="json") for c in result.criteria]
+    grade = {"exit_code": result.exit_code, "duration_seconds": result.duration_seconds,
+             "sandbox": result.sandbox, "grader_version": GRADER_VERSION,
+             "output_tail": result.output_tail[-4000:], "grader_host": hostname or None,
+             "verdict": result.verdict, "tampered": result.tampered, "digests": result.digests,
+             "toolchain": result.toolchain}
+    return result.outcome.value, result.reason, criteria, grade
 
 
 def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: str = "",
@@ -64,15 +77,10 @@ def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
         archive = store.get(payload["artifacts"]["workspace"])
         result = grade_archive(fixture, archive, sandbox=settings.sandbox,
                                label=payload["trial_id"])
-        outcome, reason = result.outcome.value, result.reason
-        criteria = [c.model_dump(mode="json") for c in result.criteria]
-        grade = {"exit_code": result.exit_code, "duration_seconds": result.duration_seconds,
-                 "sandbox": result.sandbox, "grader_version": GRADER_VERSION,
-                 "output_tail": result.output_tail[-4000:], "grader_host": hostname or None,
-                 "toolchain": result.toolchain}
+        outcome, reason, criteria, grade = result_fields(result, hostname)
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
     grade["started_at"] = started
     return dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
-                graded_at=time.time())
+                tampered=grade.get("tampered"), graded_at=time.time())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
+from evalq.report.integrity import integrity_block
 from evalq import __version__
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
@@ -190,7 +191,9 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "cost_usd": m.get("cost_usd"), "cost_source": m.get("cost_source"),
             "accounting_complete": None if v.counted is None else None not in (
                 m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
-            "duration_seconds": m.get("duration_seconds")}
+            "duration_seconds": m.get("duration_seconds"),
+            "verdict": (v.counted.grade or {}).get("verdict") if v.counted else None,
+            "tampered": (v.counted.grade or {}).get("tampered") if v.counted else None}
 
 
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
@@ -308,4 +311,5 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         "agent_sandbox": sealed,
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed),
         "trial_rows": [_trial_row(r, labels) for r in runs],
+        "grading_integrity": integrity_block(views),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.report.integrity import integrity_lines
 from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
@@ -285,5 +286,5 @@ def _cell(text: str | None, limit: int = 120) -> str:
 def render_markdown(report: dict[str, Any]) -> str:
     lines = (_header(report) + _outcomes(report) + _metrics(report) + _comparisons(report)
              + _grid(report) + _cost(report) + _reliability(report) + _tracks(report)
-             + _runs(report))
+             + integrity_lines(report.get("grading_integrity")) + _runs(report))
     return "\n".join(lines)

@@ -133,7 +133,7 @@ def test_correct_reference_that_fails_is_reported(tmp_path):
     shutil.copytree(fixture / "solutions" / "incorrect", correct)
     freeze_fixture(fixture)
     row = assert_refused(fixture, "correct reference graded incorrect")
-    assert "compare 1.2 vs 1.2.0 is 0" in row["failures"][0]
+    assert "test_compare[1.2-1.2.0-0]" in row["failures"][0]
 
 
 def test_solved_initial_workspace_is_reported(tmp_path):

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hostile_backend import backend  # noqa: F401 (the fixture)
 
 from evalq.fixtures.fixture import Fixture, freeze_fixture, load_fixture
 from evalq.graders.grade import grade_workspace
@@ -88,15 +89,6 @@ class LoopbackListener:
         self.stopped.set()
         self.thread.join(2)
         self.sock.close()
-
-
-@pytest.fixture(params=["bwrap", "docker"])
-def backend(request):
-    sandbox = get_sandbox(request.param)
-    ok, why = sandbox.available()
-    if not ok:
-        pytest.fail(f"sandbox '{request.param}' is not available: {why}", pytrace=False)
-    return sandbox
 
 
 def _mentions(pid: str, marker: str) -> bool:
@@ -200,9 +192,11 @@ def test_files_that_forge_the_runner_are_reset(backend, tmp_path, files):
 
 
 def test_forged_runner_passes_when_nothing_is_protected(backend, tmp_path):
-    """The control: the forgery is real, and the reset is what stops it."""
+    """The control: the forgery is real (the wrong check is reported passed), and what stops
+    it is the reset, or else the canaries, which it forges as passed too: tampered."""
     graded = grade_planted(backend, tmp_path, {"conftest.py": FORGE}, protected=[])
-    assert graded.outcome == Outcome.correct, graded
+    assert graded.outcome == Outcome.incorrect and graded.tampered is True, graded
+    assert [c.passed for c in graded.criteria] == [True], graded.criteria
 
 
 def test_references_control(backend, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import Callable, ClassVar, Optional
 
 from evalq.graders.sandbox.toolchain import Toolchain
 
@@ -22,6 +22,18 @@ class SandboxLimits:
     cpus: float = 1.0
     output_limit_bytes: int = 1_000_000
     disk_mb: int = 256
+
+
+@dataclass(frozen=True)
+class RunExtras:
+    """What a split grading adds to a run (graders/split.py): read-only binds of host paths,
+    file descriptors passed in (the judge-subject channel), the user id to run as, and a
+    callable that says when to stop early (the judge is done with its subject)."""
+
+    ro_binds: tuple[tuple[str, str], ...] = ()
+    pass_fds: tuple[int, ...] = ()
+    uid: Optional[int] = None
+    should_stop: Optional[Callable[[], bool]] = None
 
 
 @dataclass
@@ -53,7 +65,7 @@ class Sandbox(ABC):
     @abstractmethod
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
-            label: str = "") -> ExecResult:
+            label: str = "", extras: RunExtras | None = None) -> ExecResult:
         """Run argv with cwd=WORKSPACE_PATH and return once everything it started is gone."""
 
     @classmethod

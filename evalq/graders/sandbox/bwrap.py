@@ -18,7 +18,8 @@ from typing import Optional
 
 from evalq.errors import SandboxError
 from evalq.proc import ProcResult, run_bounded
-from evalq.graders.sandbox.base import REPORT_PATH, WORKSPACE_PATH, ExecResult, Sandbox, SandboxLimits
+from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
+                                        Sandbox, SandboxLimits)
 from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
 from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
 from evalq.graders.sandbox.seccomp import filter_fd, read_all
@@ -27,16 +28,16 @@ from evalq.graders.sandbox.toolchain import DEFAULT_IMAGE, local_rootfs
 NOBODY = 65534
 
 
-def _own_for_nobody(root: Path) -> None:
+def _own_for_nobody(root: Path, uid: int = NOBODY) -> None:
     """Let the unprivileged sandbox user reach and write its fresh workspace copy."""
     parent = root.resolve().parent
     mode = parent.stat().st_mode
     if not mode & 0o001:
         os.chmod(parent, mode | 0o011)
-    os.chown(root, NOBODY, NOBODY)
+    os.chown(root, uid, uid)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), NOBODY, NOBODY)
+            os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
 def _children(pid: int) -> list[int]:
@@ -64,6 +65,7 @@ def stop_from_inside(proc) -> None:
 
 class BwrapSandbox(Sandbox):
     name = "bwrap"
+    passes_fds = True  # RunExtras.pass_fds reach the command (split grading's channel)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -76,24 +78,28 @@ class BwrapSandbox(Sandbox):
         return size_capped(folder, limits.disk_mb)
 
     def run(self, argv, *, workspace, report_dir, limits: SandboxLimits, env, image=None,
-            label="") -> ExecResult:
+            label="", extras: RunExtras | None = None) -> ExecResult:
         ok, why = self.available()
         if not ok:
             raise SandboxError(why)
         toolchain = local_rootfs(image or DEFAULT_IMAGE)
+        extras = extras or RunExtras()
+        uid = NOBODY if extras.uid is None else extras.uid
         as_root = os.geteuid() == 0
         if as_root:
-            _own_for_nobody(workspace)
-            _own_for_nobody(report_dir)
+            _own_for_nobody(workspace, uid)
+            _own_for_nobody(report_dir, uid)
+        ro_binds = [a for src, dst in extras.ro_binds for a in ("--ro-bind", src, dst)]
         options = ["--unshare-all", "--die-with-parent", "--new-session",
                    "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
                    "--ro-bind", str(toolchain.root), "/", "--proc", "/proc", "--dev", "/dev",
                    "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
                    "--bind", str(workspace), WORKSPACE_PATH,
-                   "--bind", str(report_dir), REPORT_PATH, "--chdir", WORKSPACE_PATH]
-        prefix = [] if not as_root else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                   "--bind", str(report_dir), REPORT_PATH, *ro_binds, "--chdir", WORKSPACE_PATH]
+        prefix = [] if not as_root else ["setpriv", f"--reuid={uid}", f"--regid={uid}",
                                          "--clear-groups", "--inh-caps=-all"]
-        run = run_in_bwrap(options, argv, env=env, limits=limits, prefix=prefix)
+        run = run_in_bwrap(options, argv, env=env, limits=limits, prefix=prefix,
+                           should_stop=extras.should_stop, pass_fds=extras.pass_fds)
         result, limit_hit, notes = run.proc, run.limit_hit, run.notes
         stderr = result.stderr.decode("utf-8", "replace")
         return ExecResult(exit_code=result.exit_code,
@@ -124,7 +130,8 @@ class BwrapRun:
 
 def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
                  limits: SandboxLimits, prefix: list[str] | None = None,
-                 stdin: bytes | None = None, should_stop=None) -> BwrapRun:
+                 stdin: bytes | None = None, should_stop=None,
+                 pass_fds: tuple[int, ...] = ()) -> BwrapRun:
     """bwrap OPTIONS -- ARGV in a per-run cgroup (else rlimits), under the seccomp filter,
     with the wall-time and output limits; everything it started is gone when this returns.
 
@@ -150,7 +157,7 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
                                      str(disk // 512), *map(str, group.dirs), "--"]
     command = [*join, *(prefix or []), "bwrap", "--json-status-fd", str(status_write),
                *seccomp_args, *options, "--", *argv]
-    fds = (status_write,) if seccomp_fd is None else (status_write, seccomp_fd)
+    fds = ((status_write,) if seccomp_fd is None else (status_write, seccomp_fd)) + pass_fds
 
     def preexec() -> None:  # without a cgroup only
         as_bytes = limits.memory_mb * 1024 * 1024

@@ -22,6 +22,7 @@ from evalq.graders.sandbox.base import (
     REPORT_PATH,
     WORKSPACE_PATH,
     ExecResult,
+    RunExtras,
     Sandbox,
     SandboxLimits,
 )
@@ -86,14 +87,14 @@ def _client(timeout: int = API_TIMEOUT):
     return docker.from_env(timeout=timeout)
 
 
-def _make_writable_by_sandbox(root: Path) -> None:
+def _make_writable_by_sandbox(root: Path, uid: int = SANDBOX_UID) -> None:
     """Give the grader user the caller's fresh copy; never follows a symlink out of it."""
     paths = [root]
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         paths.extend(Path(dirpath, n) for n in dirnames + filenames)
     try:
         for p in paths:
-            os.lchown(p, SANDBOX_UID, SANDBOX_GID)
+            os.lchown(p, uid, uid)
     except PermissionError:
         # Not root: open the tree up instead (the caller's copy is throw-away).
         for p in paths:
@@ -193,12 +194,18 @@ class DockerSandbox(Sandbox):
 
     def run(self, argv: list[str], *, workspace: Path, report_dir: Path,
             limits: SandboxLimits, env: dict[str, str], image: str | None = None,
-            label: str = "") -> ExecResult:
+            label: str = "", extras: RunExtras | None = None) -> ExecResult:
         _check_request(argv, env)
-        mounts = _bind_mounts(workspace, report_dir)
-        create = _container_config(argv, env, limits, label, mounts)
+        extras = extras or RunExtras()
+        if extras.pass_fds:
+            raise SandboxError("the docker backend cannot pass file descriptors in")
+        uid = SANDBOX_UID if extras.uid is None else extras.uid
+        mounts = _bind_mounts(workspace, report_dir, uid)
+        for source, target in extras.ro_binds:
+            mounts[str(Path(source).resolve())] = {"bind": target, "mode": "ro"}
+        create = _container_config(argv, env, limits, label, mounts, uid)
         return self.run_container(image or self.default_image, create, limits,
-                                  with_toolchain=True).result
+                                  should_stop=extras.should_stop, with_toolchain=True).result
 
     def run_container(self, image: str, create: dict, limits: SandboxLimits,
                       should_stop: Optional[Callable[[], bool]] = None,
@@ -335,23 +342,23 @@ def _check_request(argv: list[str], env: dict[str, str]) -> None:
         raise SandboxError(f"env names and values must be strings (bad: {bad_env!r})")
 
 
-def _bind_mounts(workspace: Path, report_dir: Path) -> dict:
-    """The two writable host directories, handed to the grader user."""
+def _bind_mounts(workspace: Path, report_dir: Path, uid: int = SANDBOX_UID) -> dict:
+    """The two writable host directories, handed to the sandbox's user."""
     mounts = {}
     for path, target in ((workspace, WORKSPACE_PATH), (report_dir, REPORT_PATH)):
         p = Path(path)
         if not p.is_dir() or p.is_symlink():
             raise SandboxError(f"{target} source {p} is not a directory")
-        _make_writable_by_sandbox(p)
+        _make_writable_by_sandbox(p, uid)
         mounts[str(p.resolve())] = {"bind": target, "mode": "rw"}
     return mounts
 
 
 def _container_config(argv: list[str], env: dict[str, str], limits: SandboxLimits, label: str,
-                      mounts: dict) -> dict:
+                      mounts: dict, uid: int = SANDBOX_UID) -> dict:
     """The locked-down grading container: the hidden tests as the grader user, in /workspace."""
     return dict(locked_down(limits), command=list(argv), environment=dict(env),
-                working_dir=WORKSPACE_PATH, user=f"{SANDBOX_UID}:{SANDBOX_GID}", volumes=mounts,
+                working_dir=WORKSPACE_PATH, user=f"{uid}:{uid}", volumes=mounts,
                 init=True, hostname="sandbox", labels=container_labels(label, limits))
 
 

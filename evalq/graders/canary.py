@@ -1,0 +1,140 @@
+"""Canary checks: copies of real hidden checks that must fail whatever the solution is.
+
+Each grading adds its own: a copy of a hidden test function with one expected value perturbed
+(or, when no test compares against a literal, with a final assertion that cannot hold), under
+a name made of words from the real tests' names, placed at a random spot in a hidden file. A
+report in which a canary passed or is missing was not written by the real test run (tamper.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Node's test runner: test('name', ...), it('name', ...), describe('name', ...)
+_JS_TEST = re.compile(r"""\b(?:test|it|describe)\(\s*(['"`])(.+?)\1""")
+
+
+#: words added to a name pool too small to hide a canary in
+SPARE_WORDS = ["case", "value", "edge", "input", "result", "basic"]
+
+
+@dataclass
+class Canaries:
+    """What one grading planted: the canary names and every check name the tests define."""
+
+    names: list[str] = field(default_factory=list)
+    known: set[str] = field(default_factory=set)
+    kind: str = "none"  # "pytest" | "node" | "none"
+    #: canary name -> the names its test file is reported under when it fails to load
+    #: (pytest: the dotted module; node: the file's path), which excuses its absence
+    homes: dict[str, set[str]] = field(default_factory=dict)
+
+    def file_entry(self, name: str) -> bool:
+        """A report entry that names a whole test file (a load or collection failure)."""
+        return any(name == home or name.endswith("/" + home)
+                   for homes in self.homes.values() for home in homes)
+
+
+def plant(hidden_root: Path, rng: random.Random, count: int = 2) -> Canaries:
+    """Add `count` canaries to the Python or Node test files under hidden_root."""
+    py = sorted(p for p in hidden_root.rglob("test_*.py") if p.is_file())
+    py += sorted(p for p in hidden_root.rglob("*_test.py") if p.is_file() and p not in py)
+    if py:
+        return _plant_pytest(py, hidden_root, rng, count)
+    js = sorted(p for p in hidden_root.rglob("*.test.js") if p.is_file())
+    if js:
+        return _plant_node(js, hidden_root, rng, count)
+    return Canaries()
+
+
+def _fresh_name(words: list[str], taken: set[str], rng: random.Random, prefix: str) -> str:
+    words = (words + SPARE_WORDS) if len(words) < 6 else words
+    while True:  # ends: the pool has at least 6 words, so at least 30 names of two words
+        name = prefix + "_".join(rng.sample(words, rng.randint(2, 3)))
+        if name not in taken:
+            taken.add(name)
+            return name
+
+
+def _words(names: set[str]) -> list[str]:
+    return sorted({w for n in names for w in re.split(r"[^a-z0-9]+", n.lower())
+                   if w and w != "test"})
+
+
+def _perturb(node: ast.AST, rng: random.Random) -> bool:
+    """Change the first literal an `assert ... == literal` compares against; False if none."""
+    for sub in ast.walk(node):
+        if not (isinstance(sub, ast.Assert) and isinstance(sub.test, ast.Compare)
+                and len(sub.test.ops) == 1 and isinstance(sub.test.ops[0], ast.Eq)):
+            continue
+        literal = sub.test.comparators[0]
+        if not isinstance(literal, ast.Constant):
+            literal = sub.test.left
+        if isinstance(literal, ast.Constant) and type(literal.value) in (int, float, str):
+            if isinstance(literal.value, str):
+                literal.value += rng.choice("xyzqjk") + format(rng.getrandbits(24), "x")
+            else:
+                literal.value += 1_000_003 + rng.randint(1, 9_999)
+            return True
+    return False
+
+
+def _impossible(rng: random.Random) -> ast.stmt:
+    a = rng.randint(10, 10 ** 6)
+    return ast.parse(f"assert {a} == {a + rng.randint(1, 97)}").body[0]
+
+
+def _plant_pytest(files: list[Path], root: Path, rng: random.Random, count: int) -> Canaries:
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files}
+    tests = [(p, i, n) for p, t in trees.items() for i, n in enumerate(t.body)
+             if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+    known = {n.name for _, _, n in tests}
+    found = Canaries(known=set(known), kind="pytest")
+    taken = set(known)
+    for _ in range(count if tests else 0):
+        path, index, original = rng.choice(tests)
+        canary = copy.deepcopy(original)
+        canary.name = _fresh_name(_words(known), taken, rng, "test_")
+        if not _perturb(canary, rng):
+            canary.body.append(_impossible(rng))
+        body = trees[path].body
+        body.insert(rng.randint(index + 1, len(body)), canary)
+        found.names.append(canary.name)
+        # a test file that fails to import is reported under its module's dotted name
+        found.homes[canary.name] = {".".join(path.relative_to(root).with_suffix("").parts)}
+    found.known |= set(found.names)
+    for path, tree in trees.items():  # every file rewritten alike, so none stands out
+        path.write_text(ast.unparse(ast.fix_missing_locations(tree)) + "\n", encoding="utf-8")
+    return found
+
+
+def _plant_node(files: list[Path], root: Path, rng: random.Random, count: int) -> Canaries:
+    """Canaries inside the real test files: node --test runs each file in its own process, so
+    a canary in a file of its own would never meet the agent's code."""
+    known = {m.group(2) for p in files for m in _JS_TEST.finditer(p.read_text("utf-8"))}
+    found = Canaries(known=set(known), kind="node")
+    taken = set(known)
+    for _ in range(count):
+        path = rng.choice(files)
+        lines = path.read_text("utf-8").splitlines()
+        name = _fresh_name(_words(known), taken, rng, "").replace("_", " ")
+        a = rng.randint(10, 10 ** 6)
+        check = (f"test({name!r}, () => {{ require('node:assert').strictEqual({a}, "
+                 f"{a + rng.randint(1, 97)}); }});")
+        spots = [i for i, line in enumerate(lines) if _JS_TEST.match(line)] + [len(lines)]
+        lines.insert(rng.choice(spots), check)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        found.names.append(name)
+        found.homes[name] = {path.relative_to(root).as_posix()}
+    found.known |= set(found.names)
+    return found
+
+
+def base_name(criterion_name: str) -> str:
+    """The test's own name in a report entry: after the last '::', without parameters."""
+    return criterion_name.rsplit("::", 1)[-1].split("[", 1)[0].strip()

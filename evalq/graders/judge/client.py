@@ -1,0 +1,274 @@
+"""The judge side: stand-ins for the subject's modules and objects; every use is a round trip.
+
+The hidden tests call these stand-ins and compare what comes back in the judge's own process.
+A subject that takes longer than `timeout` seconds, or whose process ends, fails the check
+that was waiting with the reason (SubjectHung, SubjectGone); the checks after a hang fail at
+once, since the subject may still be busy. Exceptions raised in the subject come back typed
+by name: a subject ValueError is raised here as a SubjectError that is also a ValueError.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import select
+
+from . import codec
+
+DEFAULT_TIMEOUT = 10.0
+#: The subject sandbox starts at the same time as the judge; its first line may take longer.
+HELLO_TIMEOUT = 30.0
+
+
+class SubjectError(Exception):
+    """An exception raised by the subject's code; `type_name` and `mro` are its names there."""
+
+    type_name = "Exception"
+    mro: tuple = ()
+
+
+class SubjectUnavailable(AssertionError):
+    """The subject did not answer: the check fails (it says nothing about the grader)."""
+
+
+class SubjectHung(SubjectUnavailable):
+    pass
+
+
+class SubjectGone(SubjectUnavailable):
+    pass
+
+
+_error_types: dict = {}
+
+
+def _error_type(name: str, mro: list) -> type:
+    """A judge-side class named like the subject's, deriving from the first builtin in its MRO."""
+    base = next((getattr(builtins, n) for n in mro if isinstance(getattr(builtins, n, None), type)
+                 and issubclass(getattr(builtins, n), BaseException)
+                 and n not in ("BaseException", "object")), Exception)
+    if not issubclass(base, Exception):
+        base = Exception
+    key = (name, base)
+    if key not in _error_types:
+        _error_types[key] = type(name, (SubjectError, base), {"type_name": name})
+    return _error_types[key]
+
+
+class Output:
+    """What the subject printed during the latest call."""
+
+    def __init__(self, out: str = "", err: str = ""):
+        self.out, self.err = out, err
+
+
+class Channel:
+    """One connection to one subject process: numbered requests, one answer each."""
+
+    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT):
+        self.sock = sock
+        self.timeout = timeout
+        self.buffer = b""
+        self.broken: str | None = None
+        self.last = Output()
+        self.next_id = 0
+        try:
+            self.hello = self._receive(HELLO_TIMEOUT)
+        except SubjectUnavailable as exc:
+            _report_broken_channel(str(exc))
+            raise
+
+    def request(self, message: dict, timeout: float | None = None):
+        if self.broken:
+            raise SubjectGone(f"subject unavailable: {self.broken}")
+        self.next_id += 1
+        message["id"] = self.next_id
+        try:
+            self.sock.sendall(codec.dumps(message))
+        except OSError as exc:
+            self.broken = f"subject closed its channel ({exc.strerror or exc})"
+            raise SubjectGone(self.broken) from None
+        while True:
+            reply = self._receive(self.timeout if timeout is None else timeout)
+            if reply.get("id") == self.next_id:
+                break
+        self.last = Output(str(reply.get("out", "")), str(reply.get("err", "")))
+        if "error" in reply:
+            error = reply["error"]
+            cls = _error_type(str(error.get("type", "Exception")), list(error.get("mro", [])))
+            exc = cls(str(error.get("message", "")))
+            exc.mro = tuple(error.get("mro", ()))
+            raise exc
+        return codec.decode(reply.get("ok"), self._handle)
+
+    def _handle(self, hid, type_name):
+        return Handle(self, hid, type_name)
+
+    def _receive(self, timeout: float) -> dict:
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                self.broken = f"an earlier call ran over {timeout:g}s"
+                raise SubjectHung(f"subject did not answer within {timeout:g}s")
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                self.broken = "the subject process ended"
+                raise SubjectGone("subject process ended before answering (crash or exit)")
+            self.buffer += chunk
+            if len(self.buffer) > codec.MAX_LINE:
+                self.broken = "the subject sent an oversized answer"
+                raise SubjectGone(self.broken)
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            reply = codec.loads(line)
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+            return reply
+        except ValueError as exc:
+            self.broken = "the subject sent a malformed answer"
+            raise SubjectGone(f"{self.broken}: {exc}") from None
+
+    def encode(self, value):
+        def to_handle(obj):
+            if isinstance(obj, Handle) and obj._channel is self:
+                return obj._id
+            raise codec.Unencodable(f"{type(obj).__name__} cannot be sent to the subject")
+
+        return codec.encode(value, to_handle)
+
+
+class Handle:
+    """A subject object the judge can use: attributes, calls, len(), iteration, str()."""
+
+    def __init__(self, channel: Channel, hid: int, type_name: str):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_id", hid)
+        object.__setattr__(self, "_type", type_name)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._channel.request({"op": "getattr", "target": self._id, "name": name})
+
+    def __setattr__(self, name: str, value) -> None:
+        self._channel.request({"op": "setattr", "target": self._id, "name": name,
+                               "value": self._channel.encode(value)})
+
+    def __call__(self, *args, **kwargs):
+        return self._channel.request(self._call("call", args, kwargs))
+
+    def _call(self, op: str, args, kwargs, **extra) -> dict:
+        return {"op": op, "target": self._id, "args": self._channel.encode(list(args)),
+                "kwargs": {k: self._channel.encode(v) for k, v in kwargs.items()}, **extra}
+
+    def _builtin(self, name: str):
+        return self._channel.request({"op": "builtin", "target": self._id, "name": name})
+
+    def ref(self, name: str) -> "Handle":
+        """The attribute as a handle even when it is data (to call a list's methods there)."""
+        return self._channel.request({"op": "ref", "target": self._id, "name": name})
+
+    def method(self, name: str, *args, **kwargs):
+        """Call a method in one round trip (also dunder methods, e.g. "__eq__")."""
+        return self._channel.request(self._call("callattr", args, kwargs, name=name))
+
+    def __len__(self) -> int:
+        return self._builtin("len")
+
+    def __iter__(self):
+        return iter(self._builtin("iter_list"))
+
+    def __str__(self) -> str:
+        return self._builtin("str")
+
+    def __repr__(self) -> str:
+        return f"<subject {self._type} #{self._id}>"
+
+
+def _report_broken_channel(reason: str) -> None:
+    """The subject server is evalq's own code and says hello before any agent code loads: if
+    it never does, the grader is at fault, and it must grade grading_failure, not incorrect."""
+    status = os.environ.get("EVALQ_CHANNEL_STATUS")
+    if status:
+        with open(status, "w", encoding="utf-8") as out:
+            out.write(reason)
+
+
+def call_timeout(seconds: float) -> None:
+    """How long each later call may take before its check fails as hung (default 10 s)."""
+    channel().timeout = float(seconds)
+
+
+_channel: Channel | None = None
+_never_connected: str | None = None
+
+
+def channel() -> Channel:
+    """The connection the grader handed to this judge (named in EVALQ_SUBJECT_CHANNEL)."""
+    global _channel, _never_connected
+    if _never_connected:
+        raise SubjectGone(f"subject unavailable: {_never_connected}")
+    if _channel is None:
+        spec = os.environ.get("EVALQ_SUBJECT_CHANNEL")
+        if spec is None:
+            raise RuntimeError("no subject channel: run these tests through the evalq grader")
+        try:
+            _channel = Channel(codec.connect(spec))
+        except OSError as exc:  # the grader's channel is not there: the grader's fault
+            _never_connected = f"no channel ({exc})"
+            _report_broken_channel(_never_connected)
+            raise SubjectGone(f"subject unavailable: {_never_connected}") from None
+        except SubjectUnavailable as exc:  # one subject per grading: no retry
+            _never_connected = f"it never answered ({exc})"
+            raise
+    return _channel
+
+
+def load_subject(module: str, timeout: float | None = None) -> Handle:
+    """The subject's module `module` (a Python dotted name, or a path for a Node subject)."""
+    return channel().request({"op": "import", "module": module}, timeout)
+
+
+def run(argv: list, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+        cwd: str | None = None) -> dict:
+    """Run a command in the subject's workspace: {"exit_code", "stdout", "stderr"}."""
+    return channel().request({"op": "run", "argv": list(argv), "stdin": stdin,
+                              "timeout": timeout, "cwd": cwd}, timeout + 5)
+
+
+def build(script: str, files: dict | None = None, timeout: float = 60.0) -> dict:
+    """Send `files` ({subject path: text}) and run `sh -c script` in the subject's workspace;
+    a failed build fails the check with its output. Send only what holds no expected value."""
+    for path, text in (files or {}).items():
+        write_text(path, text)
+    done = run(["sh", "-c", script], timeout=timeout)
+    assert done["exit_code"] == 0, f"build failed:\n{done['stdout']}{done['stderr']}"[-2000:]
+    return done
+
+
+def tmp_dir():
+    """A fresh directory in the subject's /tmp (the judge's own files are not its to see)."""
+    import pathlib
+
+    return pathlib.PurePosixPath(load_subject("tempfile").mkdtemp())
+
+
+def write_text(path, text: str) -> None:
+    """Write a file on the subject's side (paths cross as data, so pathlib's methods do not)."""
+    handle = load_subject("builtins").open(str(path), "w", encoding="utf-8")
+    handle.write(text)
+    handle.close()
+
+
+def read_text(path) -> str:
+    """Read a file on the subject's side."""
+    handle = load_subject("builtins").open(str(path), encoding="utf-8")
+    try:
+        return handle.read()
+    finally:
+        handle.close()
+
+
+def output() -> Output:
+    """What the subject printed to stdout and stderr during the latest call."""
+    return channel().last

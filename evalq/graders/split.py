@@ -1,0 +1,141 @@
+"""Split grading: the judge (hidden tests) and the subject (agent's code) in two sandboxes.
+
+The trusted grader process makes a socket pair and starts both: the subject as the sandbox
+user with the agent's workspace as its only project view, the judge as a second user with the
+hidden tests, the report directory and evalq's judge helpers (read-only, from this installed
+package), but no workspace. The socket carries JSON data only (judge/codec.py); the subject
+has no way to call into the judge, since the judge only ever sends requests and reads answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalq.errors import SandboxError
+from evalq.graders.relay import SOCKET_NAME, Relay
+from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
+                                        Sandbox, SandboxLimits)
+
+#: evalq's judge helpers, as installed; bound read-only, never taken from a workspace
+JUDGE_PACKAGE = Path(__file__).resolve().parent / "judge"
+JUDGE_MOUNT = "/evalq-judge/evalq_judge"
+SUBJECT_MOUNT = "/evalq-subject"
+#: The judge runs as its own user, never the subject's (65534, nobody).
+JUDGE_UID = 65533
+SUBJECT_UID = 65534
+#: How the subject process is started, per toolchain (make fixtures' programs run under Python).
+SUBJECT_ARGV = {"node": ["node", f"{SUBJECT_MOUNT}/subject_server.js"]}
+PYTHON_SUBJECT = ["python3", "-I", "-B", f"{SUBJECT_MOUNT}/subject_server.py"]
+
+
+#: written by the judge (in its report dir) when the subject server never answered at all
+CHANNEL_STATUS = "channel-broken"
+
+
+@dataclass
+class SplitRun:
+    judge: ExecResult
+    subject: ExecResult | None
+    subject_error: str | None = None
+
+
+def judge_argv(command: list[str]) -> list[str]:
+    """`command` in judge mode is `pytest ARGS...`: the ARGS run from the hidden tests' copy."""
+    if not command or command[0] != "pytest":
+        raise SandboxError("a fixture with verdict = \"judge\" needs grade.command = "
+                           "[\"pytest\", ...] (the pytest arguments for its hidden tests)")
+    return ["python3", "-I", "-B", f"{JUDGE_MOUNT}/boot.py", f"{WORKSPACE_PATH}/hidden",
+            f"{REPORT_PATH}/junit.xml", *command[1:]]
+
+
+def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: Path,
+              judge_dir: Path, report_dir: Path, limits: SandboxLimits, env: dict[str, str],
+              image: str | None, label: str) -> SplitRun:
+    """Run subject and judge side by side; return once both are gone."""
+    argv = judge_argv(command)
+    channel = _Channel(sandbox, judge_dir.parent)
+    judge_done = threading.Event()
+    outcome: dict = {}
+    subject_report = judge_dir.parent / "subject-report"
+    subject_report.mkdir()
+
+    def subject() -> None:
+        try:
+            outcome["result"] = sandbox.run(
+                [*SUBJECT_ARGV.get(toolchain, PYTHON_SUBJECT), channel.subject_spec,
+                 WORKSPACE_PATH], workspace=workdir, report_dir=subject_report, limits=limits,
+                env=dict(env), image=image, label=f"{label}:subject",
+                extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), SUBJECT_MOUNT),
+                                           *channel.subject_binds),
+                                 pass_fds=channel.subject_fds, uid=SUBJECT_UID,
+                                 should_stop=judge_done.is_set))
+        except Exception as exc:  # noqa: BLE001 - reported in the grade, never raised here
+            outcome["error"] = f"subject sandbox: {exc}"
+        finally:
+            channel.subject_gone()  # the judge now sees the subject's end of the channel close
+
+    thread = threading.Thread(target=subject, name="evalq-subject", daemon=True)
+    thread.start()
+    try:
+        judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
+                            env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
+                                 # only the plugins the hidden tests ask for (and faster)
+                                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                                 "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}"},
+                            image=image, label=f"{label}:judge",
+                            extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),
+                                                       *channel.judge_binds),
+                                             pass_fds=channel.judge_fds, uid=JUDGE_UID))
+    finally:
+        judge_done.set()
+        channel.judge_gone()
+        thread.join(limits.timeout_seconds + 30)
+    if thread.is_alive():
+        raise SandboxError("the subject's sandbox did not stop after the judge ended")
+    broken = report_dir / CHANNEL_STATUS
+    error = outcome.get("error")
+    if broken.is_file():
+        relay = f" ({channel.relay.error})" if channel.relay and channel.relay.error else ""
+        error = error or f"judge-subject channel broke: {broken.read_text()[:300]}{relay}"
+        broken.unlink()
+    return SplitRun(judge=judge, subject=outcome.get("result"), subject_error=error)
+
+
+class _Channel:
+    """A socket pair passed as file descriptors (bwrap), or a relay between two unix sockets
+    bound into the containers (Docker cannot pass a descriptor into a container)."""
+
+    MOUNT = "/evalq-channel"
+
+    def __init__(self, sandbox: Sandbox, folder: Path):
+        self.relay = None
+        self.judge_binds: tuple = ()
+        self.subject_binds: tuple = ()
+        self.judge_fds: tuple = ()
+        self.subject_fds: tuple = ()
+        if getattr(sandbox, "passes_fds", False):
+            self.judge_end, self.subject_end = socket.socketpair()
+            self.judge_fds, self.subject_fds = (self.judge_end.fileno(),), (self.subject_end.fileno(),)
+            self.judge_spec = f"fd:{self.judge_end.fileno()}"
+            self.subject_spec = f"fd:{self.subject_end.fileno()}"
+            return
+        judge_dir, subject_dir = folder / "channel-judge", folder / "channel-subject"
+        self.relay = Relay(judge_dir, subject_dir)
+        self.judge_binds = ((str(judge_dir), self.MOUNT),)
+        self.subject_binds = ((str(subject_dir), self.MOUNT),)
+        self.judge_spec = self.subject_spec = f"unix:{self.MOUNT}/{SOCKET_NAME}"
+
+    def subject_gone(self) -> None:
+        if self.relay is None:
+            self.subject_end.close()
+        else:
+            self.relay.subject_gone()
+
+    def judge_gone(self) -> None:
+        if self.relay is None:
+            self.judge_end.close()
+        else:
+            self.relay.close()

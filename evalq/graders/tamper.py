@@ -1,0 +1,86 @@
+"""Tamper evidence: did the report come from the test run the grader set up?
+
+A report in which a canary passed, a canary is missing, or a check appears that the hidden
+tests do not define was written or rewritten by something other than the real test run; so
+were hidden tests or grader files whose digest changed during the run. Any of these grades
+the attempt `incorrect` with `tampered` recorded, never `correct`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from evalq.models import Criterion
+from evalq.graders.canary import Canaries, base_name
+
+
+def files_digest(paths: list[Path], root: Path) -> str:
+    """sha256 over the relative names and contents of `paths` (a missing file counts too)."""
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        try:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            h.update(b"missing")
+    return "sha256:" + h.hexdigest()
+
+
+def listed(root: Path) -> list[Path]:
+    """Regular files under root, without following links; iterative, since the agent's code
+    may have left a tree deeper than Python's recursion limit."""
+    found, stack = [], [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                found.append(Path(entry.path))
+    return found
+
+
+def evidence(criteria: list[Criterion] | None, canaries: Canaries,
+             digests: dict[str, str]) -> str | None:
+    """Why the report cannot be trusted, or None when nothing says so."""
+    problems: list[str] = []
+    for what in ("hidden_tests", "grader_files"):
+        before, after = digests.get(f"{what}_before"), digests.get(f"{what}_after")
+        if before and after and before != after:
+            problems.append(f"{what.replace('_', ' ')} changed during the run")
+    if criteria is not None and canaries.names:
+        seen = {}
+        for c in criteria:
+            seen.setdefault(base_name(c.name), []).append(c)
+        failed_files = {c.name for c in criteria if c.passed is False and
+                        canaries.file_entry(c.name)}
+        for name in canaries.names:
+            got = seen.get(name)
+            if not got:
+                # a test file that failed to load (a failed check) never ran its canary
+                if not any(_home_of(f, canaries.homes.get(name, set())) for f in failed_files):
+                    problems.append(f"canary check {name!r} missing from the report")
+            elif any(c.passed for c in got):
+                problems.append(f"canary check {name!r} reported as passed")
+        if canaries.known:
+            strangers = sorted({base_name(c.name) for c in criteria
+                                if not canaries.file_entry(c.name)} - canaries.known)
+            if strangers:
+                problems.append("report lists checks the tests do not define: "
+                                + ", ".join(strangers[:5]))
+    return "; ".join(problems) or None
+
+
+def _home_of(entry: str, homes: set[str]) -> bool:
+    return any(entry == home or entry.endswith("/" + home) for home in homes)
+
+
+def without_canaries(criteria: list[Criterion], canaries: Canaries) -> list[Criterion]:
+    """The real checks only (canaries are the grader's, not the agent's, criteria)."""
+    kept = [c for c in criteria if base_name(c.name) not in set(canaries.names)]
+    return [c.model_copy(update={"index": i}) for i, c in enumerate(kept)]
