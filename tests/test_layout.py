@@ -11,6 +11,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "evalq"
 
+#: shipped read-only into the judge's sandbox as its own package (`evalq_judge`): it imports
+#: nothing of evalq, so it uses relative imports among its own modules
+JUDGE_PACKAGE = ROOT / "graders" / "judge"
+
 #: modules every part of the trial's path shares; anything else lives in a package
 SHARED_TOP_LEVEL = {"__init__", "__main__", "artifacts", "config", "digest", "errors", "fileio",
                     "models", "pricing", "proc", "treewalk", "urls"}
@@ -47,6 +51,8 @@ def imported(path: Path, known: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
+            if JUDGE_PACKAGE in path.parents:
+                continue
             assert node.level == 0, f"{path}: relative import (evalq uses absolute ones)"
             base = node.module or ""
             names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
@@ -101,3 +107,13 @@ def test_no_import_cycle_among_evalq_modules():
 def test_only_shared_modules_at_the_top_level():
     top = {p.stem for p in ROOT.glob("*.py")}
     assert top - SHARED_TOP_LEVEL == set(), "move these into the package of their step"
+
+
+def test_the_judge_package_imports_nothing_of_evalq():
+    """It runs in the judge's sandbox, where evalq is not installed."""
+    for path in JUDGE_PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n.split(".")[0] == "evalq" for n in names), f"{path} imports evalq"
