@@ -108,12 +108,15 @@ class Budgets(Strict):
     memory_mb: Optional[int] = Field(None, gt=0)
     pids: Optional[int] = Field(None, gt=0)
     cpus: Optional[float] = Field(None, gt=0)
+    #: enforced live by the model gateway: tokens (all kinds) and model calls per attempt
+    max_tokens: Optional[int] = Field(None, gt=0)
+    max_requests: Optional[int] = Field(None, gt=0)
 
     @model_serializer(mode="wrap")
     def _without_unset_sandbox_sizes(self, handler):
         """Left out when unset, so the digests of studies written before them stay the same."""
         data = handler(self)
-        for name in ("memory_mb", "pids", "cpus"):
+        for name in ("memory_mb", "pids", "cpus", "max_tokens", "max_requests"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data
@@ -210,6 +213,18 @@ class RunMetrics(Strict):
     cache_pricing: Optional[str] = None
     skill_loaded: Optional[bool] = None
     stop_reason: Optional[str] = None
+    #: what the model gateway metered on the wire (evalq/workers/wire.py); None: not metered
+    wire_requests: Optional[int] = None
+    wire_input_tokens: Optional[int] = None
+    wire_output_tokens: Optional[int] = None
+    wire_cache_read_tokens: Optional[int] = None
+    wire_cache_write_tokens: Optional[int] = None
+    wire_cost_usd: Optional[float] = None
+    wire_provider_errors: Optional[int] = None
+    wire_retries: Optional[int] = None
+    wire_refused: Optional[int] = None
+    #: counts both sources have and that differ ([] when they agree; None: nothing to compare)
+    accounting_disagrees: Optional[list[str]] = None
 
     @property
     def accounting_complete(self) -> bool:

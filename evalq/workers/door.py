@@ -1,87 +1,74 @@
-"""The door out of an agent sandbox: a unix socket on the host that reaches the model endpoint.
+"""The door out of an agent sandbox: a per-run socket of this worker's model gateway.
 
-Until the model gateway lands (evalq/workers/gateway/), the door is a plain byte relay from a
-per-run unix socket to the upstream's host and port, loopback only (the scripted model server
-in tests). The gateway replaces this body: the same call, the same yielded socket path.
+The sandbox bind-mounts the socket; inside, the launcher exposes it as http://127.0.0.1:PORT.
+Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, puts the real
+credential on each request (the agent holds a placeholder), meters every request on the wire
+and refuses requests once a budget is spent. One gateway serves every run of a worker process:
+it is made on first use, so a forked pool child makes its own.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import os
 import shutil
-import socket
 import tempfile
 import threading
+import uuid
 from contextlib import contextmanager
-from typing import Iterator, Optional
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional
 
 from evalq.errors import InfrastructureError
-from evalq.workers.sandbox.launcher import relay
+from evalq.workers.gateway import Gateway, GatewayRun, RunBudgets, Upstream
+
+_gateway: Optional[Gateway] = None
+_gateway_lock = threading.Lock()
 
 
-def _loopback_address(upstream_base_url: str) -> tuple[str, int]:
-    parts = urlsplit(upstream_base_url)
-    host = parts.hostname or ""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if parts.scheme != "http" or not loopback:
-        raise InfrastructureError(
-            f"the agent sandbox's door relays only to plain-http loopback endpoints, not "
-            f"{upstream_base_url!r}: real providers need the model gateway")
-    return host, parts.port or 80
+def worker_gateway() -> Gateway:
+    """This process's gateway; with a Redis broker, provider concurrency is shared across
+    every worker through it."""
+    global _gateway
+    with _gateway_lock:
+        if _gateway is None:
+            from evalq.config import load_settings
+
+            broker = load_settings().broker_url
+            _gateway = Gateway(redis_url=broker if broker and broker.startswith(
+                ("redis://", "rediss://")) else None)
+        return _gateway
 
 
-def _to_upstream(client: socket.socket, address: tuple[str, int]) -> None:
-    try:
-        upstream = socket.create_connection(address, timeout=30)
-    except OSError:
-        client.close()
-        return
-    upstream.settimeout(None)
-    relay(client, upstream)
+@dataclass
+class Door:
+    """An open door: the socket the sandbox mounts, and the gateway's run behind it."""
+
+    socket_path: str
+    run: GatewayRun
 
 
 @contextmanager
-def open_door(upstream_base_url: str,
-              credentials: Optional[dict[str, str]] = None) -> Iterator[str]:
-    """A unix socket path that relays each connection to the upstream, for the block.
+def open_door(upstream_base_url: str, credentials: Optional[dict[str, str]] = None, *,
+              auth: str = "bearer", budgets: Optional[RunBudgets] = None,
+              concurrency: Optional[int] = None,
+              on_exhausted: Optional[Callable[[str], None]] = None) -> Iterator[Door]:
+    """A gateway run to `upstream_base_url` for the block; its records stay readable after.
 
-    `credentials` are the real provider keys, kept outside the sandbox (the agent gets a
-    placeholder); this relay forwards bytes only, so it needs none: the scripted model server
-    accepts any key. The gateway injects them.
-    """
-    address = _loopback_address(upstream_base_url)
-    folder = tempfile.mkdtemp(prefix="evalq-door-")
-    path = os.path.join(folder, "door.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)  # the worker's own; the Docker backend hands it to the agent user
-    listener.listen(64)
-    stopped = threading.Event()
-
-    def serve() -> None:
-        while not stopped.is_set():
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=_to_upstream, args=(client, address),
-                             daemon=True).start()
-
-    thread = threading.Thread(target=serve, name="evalq-door", daemon=True)
-    thread.start()
+    `credentials` ({name: value}) stay here: the first one is what the gateway sends upstream
+    in the `auth` style ("x-api-key" for Anthropic, "bearer" for OpenAI-style endpoints)."""
+    names = list(credentials or {})
     try:
-        yield path
+        upstream = Upstream(upstream_base_url, auth=auth if names else "none",
+                            credential=names[0] if names else None)
+    except ValueError as exc:
+        raise InfrastructureError(f"the condition's model endpoint: {exc}") from None
+    folder = Path(tempfile.mkdtemp(prefix="evalq-door-"))  # 0700: the worker's own
+    run = worker_gateway().open_run(f"run-{uuid.uuid4().hex}", folder / "door.sock",
+                                    [upstream], credentials=credentials or {},
+                                    budgets=budgets, concurrency=concurrency,
+                                    on_exhausted=on_exhausted)
+    try:
+        yield Door(str(run.socket_path), run)
     finally:
-        stopped.set()
-        try:
-            listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
-        except OSError:
-            pass
-        listener.close()
-        thread.join(5)
+        run.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -205,4 +205,7 @@ def _store_artifacts(store, fixture, profile, result) -> dict:
         refs["final_report"] = store.put(result.final_report.encode())
     refs["metrics"] = store.put(json.dumps(result.metrics.model_dump(mode="json"),
                                            sort_keys=True).encode())
+    if result.extra.get("wire_records") is not None:  # the gateway's record of every request
+        refs["wire"] = store.put("".join(json.dumps(r, sort_keys=True) + "\n"
+                                         for r in result.extra["wire_records"]).encode())
     return refs

@@ -20,7 +20,7 @@ from evalq.workers.agents.registry import ADAPTERS, get_adapter, validate_condit
 from evalq.workers.profile import new_profile
 from evalq.workers.redact import Redactor, RedactingFilter
 from evalq.workers.sandbox import get_agent_sandbox
-from evalq.workers.sandbox.base import PLACEHOLDER_KEY
+from evalq.workers.gateway import PLACEHOLDER_KEY
 from evalq.workers.secrets import credentials, read_secrets_file
 from test_agents_support import copy_fixture, run_cli  # noqa: F401
 

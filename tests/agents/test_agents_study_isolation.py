@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from evalq.workers.sandbox.base import PLACEHOLDER_KEY
+from evalq.workers.gateway import PLACEHOLDER_KEY
 
 from test_agents_support import (artifact, attempts, copy_fixture, expanded,  # noqa: F401
                                  run_study, write_manifest)

@@ -63,6 +63,25 @@ def stop_from_inside(proc) -> None:
             pass
 
 
+#: what a sandbox gets fresh, never from the rootfs tree
+FRESH = {"proc", "dev", "tmp", "workspace", "report"}
+
+
+def rootfs_binds(root: Path) -> list[str]:
+    """bwrap options making the toolchain's rootfs the sandbox's root: a tmpfs `/` (remounted
+    read-only once every mount point is made: the judge's extra binds need theirs) holding the
+    tree's top-level folders read-only and its top-level links as links."""
+    args = ["--tmpfs", "/"]
+    for entry in sorted(root.iterdir()):
+        if entry.name in FRESH:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry), f"/{entry.name}"]
+        elif entry.is_dir():
+            args += ["--ro-bind", str(entry), f"/{entry.name}"]
+    return args
+
+
 class BwrapSandbox(Sandbox):
     name = "bwrap"
     passes_fds = True  # RunExtras.pass_fds reach the command (split grading's channel)
@@ -92,10 +111,11 @@ class BwrapSandbox(Sandbox):
         ro_binds = [a for src, dst in extras.ro_binds for a in ("--ro-bind", src, dst)]
         options = ["--unshare-all", "--die-with-parent", "--new-session",
                    "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
-                   "--ro-bind", str(toolchain.root), "/", "--proc", "/proc", "--dev", "/dev",
+                   *rootfs_binds(toolchain.root), "--proc", "/proc", "--dev", "/dev",
                    "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
                    "--bind", str(workspace), WORKSPACE_PATH,
-                   "--bind", str(report_dir), REPORT_PATH, *ro_binds, "--chdir", WORKSPACE_PATH]
+                   "--bind", str(report_dir), REPORT_PATH, *ro_binds,
+                   "--remount-ro", "/", "--chdir", WORKSPACE_PATH]
         prefix = [] if not as_root else ["setpriv", f"--reuid={uid}", f"--regid={uid}",
                                          "--clear-groups", "--inh-caps=-all"]
         run = run_in_bwrap(options, argv, env=env, limits=limits, prefix=prefix,

@@ -6,6 +6,7 @@ number: what its agent does not report stays None.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -18,10 +19,12 @@ from evalq.config import load_settings
 from evalq.pricing import price_run
 from evalq.proc import ProcResult
 from evalq.workers.door import open_door
+from evalq.workers.gateway import PLACEHOLDER_KEY, RunBudgets
+from evalq.workers.wire import record_wire
 from evalq.workers.profile import Profile
 from evalq.workers.redact import Redactor
 from evalq.workers.sandbox import AgentJob, get_agent_sandbox
-from evalq.workers.sandbox.base import PLACEHOLDER_KEY, agent_limits
+from evalq.workers.sandbox.base import agent_limits
 from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse_exposing
 from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
@@ -49,8 +52,17 @@ class AgentContext:
     model_url: Optional[str] = None
     #: this worker's EVALQ_HOME, which no read-only path may expose (None: from the settings)
     evalq_home: Optional[Path] = None
-    #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults)
+    #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults);
+    #: max_tokens and max_requests are enforced by the model gateway
     budgets: Optional[Budgets] = None
+
+    @property
+    def limits_tokens(self) -> Optional[int]:
+        return self.budgets.max_tokens if self.budgets is not None else None
+
+    @property
+    def limits_requests(self) -> Optional[int]:
+        return self.budgets.max_requests if self.budgets is not None else None
 
     @property
     def workspace(self) -> Path:
@@ -93,6 +105,8 @@ class AgentAdapter(ABC):
     quiet_env: ClassVar[dict[str, str]] = {}
     #: the provider's endpoint when a condition names no base_url (for the model gateway)
     default_base_url: ClassVar[Optional[str]] = None
+    #: how the gateway puts the real key on requests upstream ("x-api-key": Anthropic's API)
+    wire_auth: ClassVar[str] = "bearer"
 
     @classmethod
     def installed(cls) -> tuple[bool, str]:
@@ -167,20 +181,37 @@ class AgentAdapter(ABC):
         """Read the agent's own output into an AgentResult (None where it reports nothing)."""
 
     def run(self, ctx: AgentContext) -> AgentResult:
-        """Prepare the profile, run sealed under the limits, parse, price, check limits, redact."""
+        """Prepare the profile, run sealed under the limits, parse, price, check limits, redact.
+
+        A sealed run's only way out is its door, a run of the model gateway: the agent holds a
+        placeholder key, the gateway the real one; what the gateway metered on the wire is
+        recorded beside what the agent reported, and a spent budget stops the agent."""
         box = get_agent_sandbox(ctx.sandbox)
         granted = credentials(self.credential_names(ctx))
         base_url = ctx.settings.get("base_url")
+        spent = threading.Event()
+        spent_reason: list[str] = []
+
+        def budget_spent(reason: str) -> None:
+            spent_reason.append(reason)
+            spent.set()
+
+        door = None
         with ExitStack() as stack:
-            door = ctx.door_socket
-            if box.sealed and door is None and base_url:
-                door = stack.enter_context(open_door(base_url, granted))
-            ctx.model_url = box.model_url(base_url or self.default_base_url) \
-                if door or not box.sealed else None
+            socket_path = ctx.door_socket
+            upstream = base_url or self.default_base_url
+            if box.sealed and socket_path is None and upstream:
+                door = stack.enter_context(open_door(
+                    upstream, granted, auth=self.wire_auth,
+                    budgets=RunBudgets(max_tokens=ctx.limits_tokens, max_requests=ctx.limits_requests,
+                                       max_cost_usd=ctx.limits.max_cost_usd),
+                    concurrency=ctx.settings.get("concurrency"), on_exhausted=budget_spent))
+                socket_path = door.socket_path
+            ctx.model_url = box.model_url(upstream) if socket_path or not box.sealed else None
             env = ctx.profile.env
             env.update(self.quiet_env)
             env.update(self.environment(ctx))
-            # a sealed agent gets a placeholder: the real key stays with the door (gateway)
+            # a sealed agent gets a placeholder: the real key stays with the gateway
             env.update({k: PLACEHOLDER_KEY for k in granted} if box.sealed else granted)
             self.prepare(ctx)
             argv = self.command(ctx)
@@ -191,8 +222,9 @@ class AgentAdapter(ABC):
                                     profile_root=ctx.profile.root,
                                     limits=agent_limits(ctx.limits, ctx.budgets,
                                                         OUTPUT_LIMIT),
-                                    readonly=readonly, door_socket=door,
-                                    stdin=self.stdin(ctx), should_stop=ctx.should_stop,
+                                    readonly=readonly, door_socket=socket_path,
+                                    stdin=self.stdin(ctx),
+                                    should_stop=lambda: spent.is_set() or ctx.should_stop(),
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))
         result = self.parse(ctx, proc)
         result.stdout, result.stderr = proc.stdout, proc.stderr
@@ -201,7 +233,12 @@ class AgentAdapter(ABC):
             result.stop_reason = f"wall time limit of {ctx.limits.wall_seconds:g} s"
         result.metrics.duration_seconds = round(proc.duration_seconds, 3)
         price_run(result.metrics, ctx.model, result.usage_by_model)
+        if door is not None:
+            record_wire(result, door.run)
         limit, cost = ctx.limits.max_cost_usd, result.metrics.cost_usd
+        if spent_reason and not result.timed_out:
+            result.timed_out = True
+            result.stop_reason = f"model gateway: {spent_reason[0]}"
         if not result.timed_out and limit is not None and cost is not None and cost > limit:
             result.timed_out = True
             result.stop_reason = f"cost limit of ${limit:g} exceeded (${cost:.4f})"

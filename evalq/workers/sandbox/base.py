@@ -41,7 +41,6 @@ DEFAULT_PIDS = 512
 DEFAULT_CPUS = 2.0
 DEFAULT_FILE_MB = 1024
 #: what a sealed agent finds in its credential variables: the real key stays outside
-PLACEHOLDER_KEY = "evalq-placeholder-key-the-gateway-holds-the-real-one"
 
 
 @dataclass

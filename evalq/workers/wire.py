@@ -1,0 +1,35 @@
+"""What the model gateway metered on the wire, kept beside what the agent reported (SPEC I3).
+
+The two are independent sources: an agent's own usage report can be missing, zero-filled or
+wrong, the wire cannot be edited by the agent. Where both have a count and they differ, the
+run is flagged (`accounting_disagrees` names the counts); a count either side lacks is not
+compared, and stays None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the agent's count -> the same count as the gateway metered it
+COMPARED = {"input_tokens": "wire_input_tokens", "output_tokens": "wire_output_tokens",
+            "cache_read_tokens": "wire_cache_read_tokens",
+            "cache_write_tokens": "wire_cache_write_tokens"}
+
+
+def record_wire(result: Any, run: Any) -> None:
+    """Copy a gateway run's totals into the result's metrics, flag disagreement, keep the
+    per-request records for the artifact store."""
+    totals = run.totals()
+    metrics = result.metrics
+    metrics.wire_requests = totals["model_calls"]
+    for reported, wire in COMPARED.items():
+        setattr(metrics, wire, totals[reported])
+    metrics.wire_cost_usd = totals["cost_usd"]
+    metrics.wire_provider_errors = totals["provider_429"] + totals["provider_5xx"]
+    metrics.wire_retries = totals["retries"]
+    metrics.wire_refused = totals["refused"]
+    compared = [(r, w) for r, w in COMPARED.items()
+                if getattr(metrics, r) is not None and getattr(metrics, w) is not None]
+    metrics.accounting_disagrees = None if not compared else sorted(
+        r for r, w in compared if getattr(metrics, r) != getattr(metrics, w))
+    result.extra["wire_records"] = run.records()
