@@ -4,6 +4,7 @@ with its own tools, the run is graded, and the server's usage arrives in the DB 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 
@@ -90,6 +91,10 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
         # every request went to the scripted turns, none to the fallback
         assert all(ex.turn is not None for ex in claude_srv.exchanges + mini_srv.exchanges)
         claude_reported, mini_reported = claude_srv.reported(), mini_srv.reported()
+        claude_keys = {ex.headers.get("x-api-key") or ex.headers.get("X-Api-Key")
+                       for ex in claude_srv.exchanges}
+        mini_keys = {(ex.headers.get("Authorization") or ex.headers.get("authorization") or "")
+                     for ex in mini_srv.exchanges}
         mini_sent = [ex.body.get("messages") or [] for ex in mini_srv.exchanges]
 
     rows = {r["trial_id"]: r for r in attempts(home)}
@@ -147,3 +152,23 @@ settings = {{ base_url = "{mini_srv.url}/v1" }}
     assert json.dumps(report)  # the report is plain JSON
     assert report["agent_sandbox"]["sealed"] is True
     assert report["agent_sandbox"]["backends"] == {sandbox: 2}
+
+    # the model gateway: what it metered on the wire equals the server's usage exactly, and
+    # only it held the credential (the agents had the placeholder)
+    for metrics, reported in ((claude, claude_reported), (mini, mini_reported)):
+        for key, value in reported.items():
+            assert metrics[f"wire_{key}"] == value, key
+        assert metrics["accounting_disagrees"] == []
+        assert metrics["wire_refused"] == 0 and metrics["wire_provider_errors"] == 0
+    assert claude["wire_requests"] == len(CLAUDE_USAGE)
+    assert mini["wire_requests"] == len(MINI_USAGE)
+    assert claude_keys == {"sk-ant-test-not-a-real-key"}
+    assert mini_keys == {"Bearer sk-test-not-a-real-key"}
+    assert all(by_condition[c]["artifacts"].get("wire") for c in by_condition)
+    for path in home.rglob("*"):  # database, artifact store, logs, reports, run folders
+        if path.is_file():
+            data = path.read_bytes()
+            if data[:2] == b"\x1f\x8b":  # a stored workspace (gzip'd tar)
+                data = gzip.decompress(data)
+            for key in (b"sk-ant-test-not-a-real-key", b"sk-test-not-a-real-key"):
+                assert key not in data, f"a credential reached {path}"

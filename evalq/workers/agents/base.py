@@ -236,9 +236,10 @@ class AgentAdapter(ABC):
         if door is not None:
             record_wire(result, door.run)
         limit, cost = ctx.limits.max_cost_usd, result.metrics.cost_usd
-        if spent_reason and not result.timed_out:
+        spent_on = spent_reason[0] if spent_reason else door.run.exhausted if door else None
+        if spent_on and not result.timed_out:  # the agent may have stopped on the refusal itself
             result.timed_out = True
-            result.stop_reason = f"model gateway: {spent_reason[0]}"
+            result.stop_reason = f"model gateway: {spent_on}"
         if not result.timed_out and limit is not None and cost is not None and cost > limit:
             result.timed_out = True
             result.stop_reason = f"cost limit of ${limit:g} exceeded (${cost:.4f})"
