@@ -165,6 +165,12 @@ def _primary_outcomes(study, comparisons) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: what the model gateway metered per run (evalq/workers/wire.py), shown beside the agent's
+WIRE_COLUMNS = ("wire_requests", "wire_input_tokens", "wire_output_tokens",
+                "wire_cache_read_tokens", "wire_cache_write_tokens", "wire_cost_usd",
+                "accounting_disagrees")
+
+
 def _counted_reason(view) -> Optional[str]:
     """Why the counted attempt ended as it did (the latest one while none is counted)."""
     attempt = view.counted or (view.attempts[-1] if view.attempts else None)
@@ -193,7 +199,9 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
                 m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
             "duration_seconds": m.get("duration_seconds"),
             "verdict": (v.counted.grade or {}).get("verdict") if v.counted else None,
-            "tampered": (v.counted.grade or {}).get("tampered") if v.counted else None}
+            "tampered": (v.counted.grade or {}).get("tampered") if v.counted else None,
+            # the model gateway's count of the same traffic, and the counts that differ
+            **{name: m.get(name) for name in WIRE_COLUMNS}}
 
 
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,

@@ -246,10 +246,25 @@ def _per_request(values: Any) -> str:
     return shown + (f", … ({len(values)} requests)" if len(values) > 8 else "")
 
 
+def _wire_disagreements(rows: list[dict[str, Any]]) -> list[str]:
+    """Runs whose own token report differs from what the model gateway metered on the wire."""
+    metered = [r for r in rows if r.get("wire_requests") is not None]
+    if not metered:
+        return []
+    differ = [r for r in metered if r.get("accounting_disagrees")]
+    lines = [f"Model gateway: {len(metered)} run(s) metered on the wire; "
+             f"{len(differ)} disagree with the agent's own report."]
+    lines += [f"- {r['trial_id']}: {', '.join(r['accounting_disagrees'])} (agent "
+              f"{', '.join(fmt.count(r.get(k)) for k in r['accounting_disagrees'])}; wire "
+              f"{', '.join(fmt.count(r.get('wire_' + k)) for k in r['accounting_disagrees'])})"
+              for r in differ[:RUNS_SHOWN]]
+    return lines + [""]
+
+
 def _runs(report: dict[str, Any]) -> list[str]:
     """Per-run metrics (SPEC R5), with reported prompt tokens and estimated context apart."""
     rows = report.get("trial_rows") or []
-    lines = ["## Runs", ""]
+    lines = ["## Runs", "", *_wire_disagreements(rows)]
     if len(rows) > RUNS_SHOWN:
         return lines + [f"{len(rows):,} runs: too many to list here; every run's metrics are "
                         "in report.json (`trial_rows`) and `evalq export`.", ""]

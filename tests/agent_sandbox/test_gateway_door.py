@@ -55,6 +55,9 @@ for i in range(6):
     print("CALL", i, code)
     if code == 429:
         break
+# and it under-reports its own usage: the wire says otherwise
+with open(os.path.join(sys.argv[2], "usage.json"), "w") as out:
+    json.dump({"input_tokens": 1, "output_tokens": 1}, out)
 '''
 
 
@@ -64,7 +67,7 @@ def _script():
 
 def _condition(server_url: str) -> str:
     code = AGENT.replace("{", "{{").replace("}", "}}")  # literal braces in the template
-    argv = json.dumps(["/usr/bin/python3", "-c", code, "{model_url}"])  # JSON strings are TOML strings
+    argv = json.dumps(["/usr/bin/python3", "-c", code, "{model_url}", "{output_dir}"])  # JSON strings are TOML strings
     return f'''
 [[conditions]]
 name = "looper"
@@ -103,6 +106,8 @@ max_requests = 2
     assert calls == 2 and metrics["wire_requests"] == 2  # the budget, exactly
     assert metrics["wire_input_tokens"] == 2 * USAGE["input_tokens"]
     assert metrics["wire_output_tokens"] == 2 * USAGE["output_tokens"]
+    assert (metrics["input_tokens"], metrics["output_tokens"]) == (1, 1)  # what it claimed
+    assert metrics["accounting_disagrees"] == ["input_tokens", "output_tokens"]
     assert metrics["wire_refused"] >= 3  # the climb, the other host, the call past the budget
     assert keys == {f"Bearer {KEY}"}  # the provider saw the worker's key ...
     stdout = artifact(home, row["artifacts"]["stdout"]).decode()
@@ -110,6 +115,9 @@ max_requests = 2
     assert "CALL 2 429" in stdout and "OTHER 403" in stdout and "CLIMB 403" in stdout, stdout
     trial = report["trial_rows"][0]
     assert trial["outcome"] == "timed_out"
+    assert trial["accounting_disagrees"] == ["input_tokens", "output_tokens"]
+    markdown = next((home / "reports").glob("*/report.md")).read_text()
+    assert "1 disagree with the agent's own report" in markdown
     for path in home.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
