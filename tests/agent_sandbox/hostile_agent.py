@@ -164,7 +164,7 @@ def main():
     # -- the one door that must work: the model endpoint, with whatever key we were given
     request = urllib.request.Request(
         model_url + "/v1/messages", method="POST",
-        data=json.dumps({"model": "m", "max_tokens": 8,
+        data=json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8,
                          "messages": [{"role": "user", "content": "hi"}]}).encode(),
         headers={"content-type": "application/json",
                  "x-api-key": os.environ.get("ANTHROPIC_API_KEY", "")})

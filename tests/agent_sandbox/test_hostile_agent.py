@@ -168,10 +168,13 @@ def _study(backend: str, tmp: Path) -> dict:
     agent.chmod(0o755)
     host_tmp_target = Path("/tmp") / f"evalq-pwned-{token}"
     listener, ns_host = Listener(), NamespaceHost(token[:6])
+    # every count reported and a priced model: the gateway can enforce the fixture's cost limit
+    priced = {"cache_read_tokens": 0, "cache_write_tokens": 0}
     script = parse_script({"turns": [{"text": "hello", "usage": {"input_tokens": 3,
-                                                                 "output_tokens": 2}}],
+                                                                 "output_tokens": 2, **priced}}],
                            "fallback": {"text": "again", "usage": {"input_tokens": 1,
-                                                                   "output_tokens": 1}}})
+                                                                   "output_tokens": 1,
+                                                                   **priced}}})
     try:
         with ModelServer(script) as server:
             targets = {
