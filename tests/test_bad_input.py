@@ -47,11 +47,15 @@ def run_cli(place: Path, args: list[str], env: dict[str, str] | None = None,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
-def assert_one_line(done: subprocess.CompletedProcess, code: int, *words: str) -> None:
+def assert_one_line(done: subprocess.CompletedProcess, code: int, *words: str,
+                    per_row: bool = False) -> None:
+    """One error line (an import names each bad row on a line of its own: `per_row`)."""
     err = done.stderr.strip()
     assert done.returncode == code, (done.returncode, err)
     assert "Traceback" not in err, err
-    assert err.count("\n") == 0 and err.startswith("evalq: error: "), err
+    lines = err.splitlines()
+    assert lines and all(line.startswith("evalq: error: ") for line in lines), err
+    assert per_row or len(lines) == 1, err
     for word in words:
         assert word in err, err
 
@@ -82,6 +86,8 @@ CASES = {
                          ["cannot reach the results database"]),
     "binary manifest": (["study", "validate", "bad.toml"], {}, {"bad.toml": GARBAGE}, 2,
                         ["not UTF-8"]),
+    "binary results.jsonl": (["import", "r.jsonl", "--study", "imp"], {},
+                             {"r.jsonl": GARBAGE}, 2, ["not UTF-8"]),
     "lock is a list": (["study", "freeze", "study/study.toml"], {},
                        {"study/study.lock.json": b"[]"}, 2, ["must be a JSON object"]),
     "trial seconds not a number": (["status", "demo"], {"EVALQ_MAX_TRIAL_SECONDS": "abc"}, {},
@@ -124,7 +130,7 @@ def test_bad_input_is_one_line_and_writes_nothing(place, name):
         env = {k: v.format(home=place / "home") for k, v in env.items()}
     before = snapshot(place)
     done = run_cli(place, args, env)
-    assert_one_line(done, code, *words)
+    assert_one_line(done, code, *words, per_row=args[0] == "import")
     assert snapshot(place) == before, "a refused command wrote files"
 
 

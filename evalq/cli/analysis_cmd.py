@@ -77,11 +77,14 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
     existing study id are refused.
     """
     from evalq.analysis.seed003 import import_results
+    from evalq.config import load_settings
+    from evalq.results.store import removed_if_failed
 
-    _, settings = engine_and_settings()
-    summary = import_results(settings.database_url, results, study_id, raters_path=raters,
-                             adjudications_path=adjudications, mode=mode, baseline=baseline,
-                             candidate=candidate, suite_id=suite_id)
+    settings = load_settings()
+    with removed_if_failed(settings.database_url):  # a refused import leaves no new database
+        summary = import_results(settings.database_url, results, study_id, raters_path=raters,
+                                 adjudications_path=adjudications, mode=mode,
+                                 baseline=baseline, candidate=candidate, suite_id=suite_id)
     if summary.unchanged:
         click.echo(f"study {summary.study_id}: already imported from these files; unchanged "
                    f"({summary.runs} runs)")

@@ -7,9 +7,12 @@ as upserts keyed by (trial_id, attempt), so a re-delivered message never makes a
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import time
 from functools import lru_cache
-from typing import Any, Iterable, Optional
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional
 
 from sqlalchemy import JSON, Column, Index, UniqueConstraint, event, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -119,11 +122,26 @@ def get_engine(url: str) -> Engine:
     return engine
 
 
+@contextmanager
+def removed_if_failed(url: str) -> Iterator[None]:
+    """For a block that may create the SQLite database: if it fails, a database file that did
+    not exist before is removed again (the store is left as it was)."""
+    url = normalized_database_url(url)
+    path = Path(url.split(":///", 1)[1]) if url.startswith("sqlite:///") else None
+    fresh = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException:
+        if fresh:
+            get_engine(url).dispose()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
+
+
 def init_db(url: str) -> Engine:
     engine = get_engine(url)
     if url.startswith("sqlite:///"):
-        from pathlib import Path
-
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
         SQLModel.metadata.create_all(engine)
