@@ -238,7 +238,7 @@ def test_any_failure_inside_the_runner_is_a_recorded_outcome(tmp_path, fixture_c
     monkeypatch.setenv("EVALQ_HOME", str(tmp_path / "home"))
     settings = load_settings()
     study = load_manifest(write_study(tmp_path / "s", fixture_copies, repetitions=1))
-    engine, _ = register_study(study, settings)
+    engine, _, study = register_study(study, settings)
     trial = trials_of(engine, study.id)[0]
     create_attempts(engine, [trial.id], {trial.id: 1}, study.id)
 

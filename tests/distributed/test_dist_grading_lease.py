@@ -28,7 +28,8 @@ GRADE_SECONDS = 3
 def _slow_grading(fixture) -> None:
     """The fixture's hidden tests pause GRADE_SECONDS before running (re-frozen afterwards)."""
     conftest = fixture / "hidden" / "hidden_tests" / "conftest.py"
-    conftest.write_text(conftest.read_text() + f"\nimport time\ntime.sleep({GRADE_SECONDS})\n")
+    before = conftest.read_text() if conftest.exists() else ""
+    conftest.write_text(before + f"\nimport time\ntime.sleep({GRADE_SECONDS})\n")
     freeze_fixture(fixture)
 
 

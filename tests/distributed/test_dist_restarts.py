@@ -45,7 +45,8 @@ def test_redis_and_postgres_restarts_then_resubmit(tmp_path, fixture_copies):
                  "30 finished trials after the Redis restart")
         postgres.restart()
         launcher.wait(240)
-        assert launcher.returncode == 0, procs.logs()
+        # 1: the run ended, and some trials are infrastructure failures (by design, below)
+        assert launcher.returncode == 1, procs.logs()
 
         after_run = status_json(env, "restarts")
         assert_adds_up(after_run)

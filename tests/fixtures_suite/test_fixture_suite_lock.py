@@ -103,7 +103,7 @@ def test_tampered_lock_is_refused(tmp_path):
     with pytest.raises(UserError, match="suite digest does not match"):
         load_suite(root)
     (root / LOCK_NAME).write_text("{not json")
-    with pytest.raises(UserError, match="cannot parse suite lock"):
+    with pytest.raises(UserError, match="the suite lock is not valid JSON"):
         load_suite(root)
     (root / LOCK_NAME).unlink()
     with pytest.raises(UserError, match="no suite lock"):

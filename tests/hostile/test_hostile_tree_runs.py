@@ -27,7 +27,7 @@ LEAVE_HUGE = ("import sys; f = open(sys.argv[1] + '/big.bin', 'wb'); "
 
 def _condition(name: str, code: str) -> str:
     return (f'\n[[conditions]]\nname = "{name}"\nagent = "command"\n'
-            f'settings = {{ argv = ["python3", "-c", {json.dumps(code)}, "{{workspace}}"] }}\n')
+            f'settings = {{ argv = ["/usr/bin/python3", "-c", {json.dumps(code)}, "{{workspace}}"] }}\n')
 
 
 def test_runner_records_every_hostile_workspace(tmp_path):
@@ -48,7 +48,7 @@ def test_runner_records_every_hostile_workspace(tmp_path):
 
 def _check_run(study, home):
     proc = run_cli(["run", str(study)], {"EVALQ_HOME": str(home)}, timeout=300)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert proc.returncode == 1, proc.stderr + proc.stdout  # the huge workspace is evalq's failure
     db = sqlite3.connect(home / "evalq.db")
     rows = dict(((cond, (outcome, reason)) for cond, outcome, reason in db.execute(
         "select t.condition, a.outcome, a.reason from attempts a join trials t "
