@@ -188,6 +188,8 @@ class RunMetrics(Strict):
     cache_pricing: Optional[str] = None
     skill_loaded: Optional[bool] = None
     stop_reason: Optional[str] = None
+    #: why a count above is None, by field ("not reported": the agent's output lacked it)
+    unreported: Optional[dict[str, str]] = None
 
     @property
     def accounting_complete(self) -> bool:
