@@ -17,10 +17,12 @@ from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.skill_install import install_skill, skill_source
 from evalq.workers.agents.streams import jsonl_events, opt_int
 from evalq.workers.agents.trajectory import Step, build, encode, iso_time, skill_loaded
-from evalq.workers.agents.usage import settle
+from evalq.workers.agents.usage import as_reported, settle
 
 NO_USAGE = ("no assistant message carried usage (the result event's zeros are a summary, "
             "not a report)")
+OUTPUT_PER_REQUEST = ("the stream shows each message's usage at its start; only the result "
+                      "event has the output total")
 DEFAULT_TOOLS = "Bash,Edit,Write,Read,Glob,Grep"
 #: result subtypes that mean the agent hit one of its limits (→ timed_out)
 LIMIT_SUBTYPES = {"error_max_turns": "max turns reached",
@@ -112,7 +114,8 @@ class ClaudeCode(AgentAdapter):
         metrics = RunMetrics()
         by_model = None
         # per-message usage is the report; the result event's totals say 0 when it is absent
-        notes = settle(metrics, requests.values() if final is not None else [], NO_USAGE)
+        notes = settle(metrics, requests.values() if final is not None else [], NO_USAGE,
+                       notes={"output_tokens per request": OUTPUT_PER_REQUEST})
         if final is not None:
             usage = final.get("usage") if isinstance(final.get("usage"), dict) else None
             if usage is not None and metrics.input_tokens is not None:
@@ -138,7 +141,7 @@ class ClaudeCode(AgentAdapter):
         if final is not None or calls:
             metrics.tool_calls = len(calls)
             metrics.tool_failures = failures
-        trajectory = build(self.name, self.version(), ctx.model, _steps(ctx.prompt, events),
+        trajectory = build(self.name, self.version(), ctx.model, _steps(ctx.prompt, events, requests),
                            usage_scope="request",
                            session_id=next((e.get("session_id") for e in events
                                             if e.get("session_id")), None), notes=notes)
@@ -160,8 +163,11 @@ class ClaudeCode(AgentAdapter):
                            usage_by_model=by_model)
 
 
-def _steps(prompt: str, events: list[dict[str, Any]]) -> list[Step]:
-    """Assistant blocks and tool results as trajectory steps; usage on a request's first block."""
+def _steps(prompt: str, events: list[dict[str, Any]],
+           requests: dict[str, dict[str, Optional[int]]]) -> list[Step]:
+    """Assistant blocks and tool results as trajectory steps, a request's usage on its first
+    block. The stream repeats each message with the usage of its start, output not yet
+    counted: per-request output is unreported (the run's total comes from the result event)."""
     steps, seen = [Step("user", message=prompt)], set()
     for event in events:
         message = event.get("message") or {}
@@ -174,9 +180,10 @@ def _steps(prompt: str, events: list[dict[str, Any]]) -> list[Step]:
                     step.message += str(block.get("text") or "")
                 elif block.get("type") == "tool_use":
                     step.call(block.get("id", ""), block.get("name", ""), block.get("input"))
-            if message.get("id") not in seen and isinstance(message.get("usage"), dict):
+            if message.get("id") in requests and message.get("id") not in seen:
                 seen.add(message.get("id"))
-                step.usage = _request_usage(message["usage"])
+                usage = as_reported(requests[message["id"]])
+                step.usage = usage and {**usage, "output_tokens": None}
             steps.append(step)
         elif event.get("type") == "user":
             results = [b for b in blocks if b.get("type") == "tool_result"]

@@ -18,8 +18,9 @@ from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.streams import jsonl_events, opt_int
 from evalq.workers.agents.trajectory import Step, build, encode
-from evalq.workers.agents.usage import settle
+from evalq.workers.agents.usage import as_reported, settle
 
+ZEROS = ("cache_write_tokens",)
 TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search"}
 NO_USAGE = "codex's turn.completed usage was absent or all zeros (the provider sent none)"
 
@@ -117,7 +118,7 @@ class Codex(AgentAdapter):
         items = [e.get("item") or {} for e in events if e.get("type") == "item.completed"]
         metrics = RunMetrics()
         usages = [_turn_usage(t) for t in turns]
-        notes = settle(metrics, usages, NO_USAGE, zero_means_missing=("cache_write_tokens",),
+        notes = settle(metrics, usages, NO_USAGE, zero_means_missing=ZEROS,
                        notes={"request_prompt_tokens": "codex reports usage per turn only",
                               "skill_loaded": "codex loads no skills"})
         tools = [i for i in items if i.get("type") in TOOL_ITEMS]
@@ -133,7 +134,7 @@ class Codex(AgentAdapter):
                 if step is not None:
                     steps.append(step)
             elif event.get("type") == "turn.completed":
-                steps.append(Step("system", message="turn completed", usage=_turn_usage(event)))
+                steps.append(Step("system", message="turn completed", usage=as_reported(_turn_usage(event), ZEROS)))
         session = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"),
                        None)
         trajectory = build(self.name, self.version(), ctx.model, steps, usage_scope="turn",

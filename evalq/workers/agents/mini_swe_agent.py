@@ -22,7 +22,7 @@ from evalq.workers.agents.context_estimate import per_request
 from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.streams import opt_int
 from evalq.workers.agents.trajectory import Step, build, encode, iso_time
-from evalq.workers.agents.usage import settle
+from evalq.workers.agents.usage import as_reported, settle
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
                  "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}
@@ -121,10 +121,7 @@ class MiniSweAgent(AgentAdapter):
         actions = [a for m in replies for a in (m.get("extra") or {}).get("actions") or []]
         outputs = [m for m in messages if m.get("role") == "tool"]
         metrics.tool_calls = len(actions)
-        metrics.tool_failures = sum(
-            1 for m in outputs
-            if (m.get("extra") or {}).get("returncode") not in (0, None)
-            and "not executed" not in str((m.get("extra") or {}).get("exception_info") or ""))
+        metrics.tool_failures = sum(1 for m in outputs if _failed(m))
         metrics.turns = len(replies)
         cost = ((trajectory.get("info") or {}).get("model_stats") or {}).get("instance_cost")
         # with cost tracking off for unknown models mini reports 0.0: that is "unknown", not free
@@ -144,6 +141,13 @@ class MiniSweAgent(AgentAdapter):
                            final_report=report if isinstance(report, str) else None)
 
 
+def _failed(output: dict[str, Any]) -> bool:
+    """A command that ran and failed (mini's submit command is "not executed": no failure)."""
+    extra = output.get("extra") or {}
+    return extra.get("returncode") not in (0, None) and \
+        "not executed" not in str(extra.get("exception_info") or "")
+
+
 def _steps(messages: list[dict[str, Any]], usages: list) -> list[Step]:
     """mini's messages as trajectory steps: its bash actions are the tool calls."""
     steps, replies = [], iter(usages)
@@ -152,9 +156,8 @@ def _steps(messages: list[dict[str, Any]], usages: list) -> list[Step]:
         role, when = message.get("role"), iso_time(extra.get("timestamp"))
         text = message.get("content") if isinstance(message.get("content"), str) else ""
         if role == "assistant":
-            step = Step("agent", message=text, timestamp=when, usage=next(replies, None))
-            if step.usage is not None:
-                step.usage = {k: v for k, v in step.usage.items() if k != "prompt"}
+            step = Step("agent", message=text, timestamp=when,
+                        usage=as_reported(next(replies, None)))
             for index, action in enumerate(extra.get("actions") or []):
                 step.call(action.get("tool_call_id") or f"action-{index}", "bash",
                           {"command": action.get("command")})
@@ -162,7 +165,7 @@ def _steps(messages: list[dict[str, Any]], usages: list) -> list[Step]:
         elif role == "tool":
             step = Step("system", timestamp=when)
             step.result(message.get("tool_call_id", ""), extra.get("raw_output", text),
-                        extra.get("returncode") not in (0, None))
+                        _failed(message))
             steps.append(step)
         elif role in ("system", "user"):
             steps.append(Step(role, message=text, timestamp=when))

@@ -22,8 +22,9 @@ from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.skill_install import install_skill, skill_source
 from evalq.workers.agents.streams import jsonl_events, opt_int
 from evalq.workers.agents.trajectory import Step, build, encode, iso_time, skill_loaded
-from evalq.workers.agents.usage import settle
+from evalq.workers.agents.usage import as_reported, settle
 
+ZEROS = ("cache_read_tokens", "cache_write_tokens")
 PROVIDER_PACKAGES = {"chat": "@ai-sdk/openai-compatible", "responses": "@ai-sdk/openai"}
 NO_USAGE = "opencode's step-finish tokens were all zero (the provider sent no usage)"
 
@@ -96,7 +97,7 @@ class OpenCode(AgentAdapter):
         metrics = RunMetrics()
         usages = [_step_usage(p) for p in finished]
         notes = settle(metrics, usages, NO_USAGE,
-                       zero_means_missing=("cache_read_tokens", "cache_write_tokens"))
+                       zero_means_missing=ZEROS)
         if metrics.input_tokens is not None:
             costs = [p.get("cost") for p in finished]
             if all(isinstance(c, (int, float)) for c in costs) and sum(costs) > 0:
@@ -122,7 +123,7 @@ class OpenCode(AgentAdapter):
                 steps.append(step)
             elif part.get("type") == "step-finish":
                 steps.append(Step("system", message=f"request finished: {part.get('reason')}",
-                                  timestamp=when, usage=_step_usage(part)))
+                                  timestamp=when, usage=as_reported(_step_usage(part), ZEROS)))
         session = next((e.get("sessionID") for e in events if e.get("sessionID")), None)
         trajectory = build(self.name, self.version(), ctx.model, steps, usage_scope="request",
                            session_id=session, notes=notes)

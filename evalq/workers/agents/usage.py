@@ -43,3 +43,13 @@ def settle(metrics: RunMetrics, usages: Iterable[Optional[Mapping[str, Optional[
         setattr(metrics, key, total)
     metrics.unreported = reasons or None
     return reasons
+
+
+def as_reported(usage: Optional[Mapping[str, Optional[int]]],
+                zero_means_missing: Iterable[str] = ()) -> Optional[dict[str, Optional[int]]]:
+    """One request's usage as the trajectory shows it: None when zero-filled, and None for a
+    field the agent prints as 0 when the provider sent none."""
+    if zero_filled(usage):
+        return None
+    zeros = set(zero_means_missing)
+    return {k: (None if k in zeros and usage.get(k) == 0 else usage.get(k)) for k in FIELDS}
