@@ -112,6 +112,8 @@ AGENTS = {  # condition: (agent, model, script, url suffix)
     "opencode": ("opencode", "evalq/gpt-5", _opencode_script, "/v1"),
     "mini": ("mini-swe-agent", "openai/gpt-5", _mini_script, "/v1"),
 }
+#: opencode once more through its openai provider, which speaks the Responses API
+OPENCODE_RESPONSES = "opencode-responses"
 #: tool names each agent's scripted calls use (read back from its normalized trajectory)
 TOOLS = {"claude": {"Read", "Write"}, "codex": {"command_execution"}, "opencode": {"bash"},
          "mini": {"bash"}}
@@ -120,15 +122,20 @@ TOOLS = {"claude": {"Read", "Write"}, "codex": {"command_execution"}, "opencode"
 def _conditions(servers) -> str:
     text = ""
     for name, server in servers.items():
-        agent, model, _, suffix = AGENTS[name.removesuffix("-silent")]
+        agent, model, _, suffix = AGENTS[_base(name)]
+        api = ', api = "responses"' if name == OPENCODE_RESPONSES else ""
         text += f'''
 [[conditions]]
 name = "{name}"
 agent = "{agent}"
 model = "{model}"
-settings = {{ base_url = "{server.url}{suffix}" }}
+settings = {{ base_url = "{server.url}{suffix}"{api} }}
 '''
     return text
+
+
+def _base(name: str) -> str:
+    return "opencode" if name == OPENCODE_RESPONSES else name.removesuffix("-silent")
 
 
 def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
@@ -138,6 +145,7 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
         for name, (_, _, script, _) in AGENTS.items():
             servers[name] = stack.enter_context(ModelServer(script()))
             servers[f"{name}-silent"] = stack.enter_context(ModelServer(_silent(script())))
+        servers[OPENCODE_RESPONSES] = stack.enter_context(ModelServer(_opencode_script()))
         manifest = write_manifest(tmp_path / "study", fixture, _conditions(servers))
         home = tmp_path / "home"
         report = run_study(manifest, home, {"EVALQ_AGENT_PATH": agent_path,
@@ -161,7 +169,9 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
 
     # --- tokens equal the server's ledger, or are null where the wire carried none ---------
     expected_usage = {"claude": CLAUDE_USAGE, "codex": CODEX_USAGE, "opencode": OPENCODE_USAGE,
-                      "mini": MINI_USAGE}
+                      OPENCODE_RESPONSES: OPENCODE_USAGE, "mini": MINI_USAGE}
+    assert {ex.api for ex in servers[OPENCODE_RESPONSES].exchanges} == {"responses"}
+    assert {ex.api for ex in servers["opencode"].exchanges} == {"openai"}
     for name, usages in expected_usage.items():
         metrics = by_condition[name]["metrics"]
         assert {k: v for k, v in reported[name].items() if v is not None} == \
@@ -242,7 +252,7 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
     html = (report_dir / "report.html").read_text()
     for name, row in by_condition.items():
         doc = json.loads(artifact(home, row["artifacts"]["transcript"]))
-        base = name.removesuffix("-silent")
+        base = _base(name)
         assert doc["schema_version"].startswith("ATIF-") and doc["agent"]["version"], name
         assert doc["agent"]["name"] == AGENTS[base][0]
         task = next(s for s in doc["steps"] if s["source"] == "user")
