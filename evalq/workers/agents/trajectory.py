@@ -55,7 +55,7 @@ class Step:
 def build(agent: str, version: Optional[str], model: Optional[str], steps: Iterable[Step],
           *, usage_scope: str, session_id: Optional[str] = None,
           notes: Optional[dict[str, str]] = None) -> dict[str, Any]:
-    """The trajectory document. `usage_scope`: "request", "turn" or "none"; `notes`: why a
+    """The trajectory document. `usage_scope`: "request", "turn" or "run"; `notes`: why a
     count or a field is missing (the accounting reasons)."""
     out = []
     for index, step in enumerate(steps, 1):
