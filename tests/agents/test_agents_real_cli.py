@@ -59,8 +59,11 @@ def _codex_script():
          "usage": CODEX_USAGE[1]}], "fallback": FALLBACK})
 
 
-def _opencode_script():
-    return parse_script({"turns": [
+def _opencode_script(skill: str | None = None):
+    load = [{"match": {"tool": "skill"}, "text": "Loading the skill.", "tool_calls": [
+        {"name": "skill", "arguments": {"name": skill}}],
+        "usage": {"input_tokens": 900, "output_tokens": 9, "cache_read_tokens": 100}}]
+    return parse_script({"turns": (load if skill else []) + [
         {"match": {"tool": "bash"}, "text": "Writing the method.", "tool_calls": [
             {"name": "bash", "arguments": {"command": _heredoc(),
                                            "description": "write inventory.py"}}],
@@ -114,6 +117,8 @@ AGENTS = {  # condition: (agent, model, script, url suffix)
 }
 #: opencode once more through its openai provider, which speaks the Responses API
 OPENCODE_RESPONSES = "opencode-responses"
+#: and once with a skill installed, which its scripted model loads through the skill tool
+OPENCODE_SKILL, SKILL = "opencode-skill", "tidy-code"
 #: tool names each agent's scripted calls use (read back from its normalized trajectory)
 TOOLS = {"claude": {"Read", "Write"}, "codex": {"command_execution"}, "opencode": {"bash"},
          "mini": {"bash"}}
@@ -124,18 +129,20 @@ def _conditions(servers) -> str:
     for name, server in servers.items():
         agent, model, _, suffix = AGENTS[_base(name)]
         api = ', api = "responses"' if name == OPENCODE_RESPONSES else ""
+        skill = f'skill = "skills/{SKILL}"' if name == OPENCODE_SKILL else ""
         text += f'''
 [[conditions]]
 name = "{name}"
 agent = "{agent}"
 model = "{model}"
+{skill}
 settings = {{ base_url = "{server.url}{suffix}"{api} }}
 '''
     return text
 
 
 def _base(name: str) -> str:
-    return "opencode" if name == OPENCODE_RESPONSES else name.removesuffix("-silent")
+    return "opencode" if name.startswith("opencode") else name.removesuffix("-silent")
 
 
 def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
@@ -146,6 +153,11 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
             servers[name] = stack.enter_context(ModelServer(script()))
             servers[f"{name}-silent"] = stack.enter_context(ModelServer(_silent(script())))
         servers[OPENCODE_RESPONSES] = stack.enter_context(ModelServer(_opencode_script()))
+        servers[OPENCODE_SKILL] = stack.enter_context(ModelServer(_opencode_script(SKILL)))
+        skill_dir = tmp_path / "study" / "skills" / SKILL
+        skill_dir.mkdir(parents=True)
+        (skill_dir / "SKILL.md").write_text(f"---\nname: {SKILL}\ndescription: Keep functions "
+                                            "small.\n---\nKeep functions small.\n")
         manifest = write_manifest(tmp_path / "study", fixture, _conditions(servers))
         home = tmp_path / "home"
         report = run_study(manifest, home, {"EVALQ_AGENT_PATH": agent_path,
@@ -279,6 +291,9 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path):  # noqa: F811
     # --- skill activation: from the trajectory where the agent can load skills --------------
     for name in ("claude", "opencode"):
         assert by_condition[name]["metrics"]["skill_loaded"] is False  # no skill tool called
+    assert by_condition[OPENCODE_SKILL]["metrics"]["skill_loaded"] is True
+    assert report["conditions"][OPENCODE_SKILL]["skill_activation"]["loaded"] == 1
+    assert SKILL in json.dumps(servers[OPENCODE_SKILL].exchanges[0].body)  # opencode listed it
     for name in ("codex", "mini"):
         metrics = by_condition[name]["metrics"]
         assert metrics["skill_loaded"] is None and metrics["unreported"]["skill_loaded"]

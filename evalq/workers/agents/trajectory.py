@@ -81,12 +81,20 @@ def tool_calls(trajectory: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for s in trajectory.get("steps") or [] for c in s.get("tool_calls") or []]
 
 
+def failed_calls(trajectory: dict[str, Any]) -> set[str]:
+    """Ids of the tool calls whose result was an error."""
+    return {r.get("source_call_id") for s in trajectory.get("steps") or []
+            for r in (s.get("observation") or {}).get("results") or [] if r.get("is_error")}
+
+
 def skill_loaded(trajectory: dict[str, Any], skill: Optional[str]) -> Optional[bool]:
-    """R6 from the trace: a call of the skill tool naming the skill, or a read of its SKILL.md
-    (any skill-tool call when no skill is set). None when there are no steps to read."""
+    """R6 from the trace: a call of the skill tool naming the skill, or a read of its SKILL.md,
+    that did not fail (any such skill-tool call when no skill is set). None with no steps."""
     if not trajectory.get("steps"):
         return None
-    calls = [(c.get("function_name", ""), c.get("arguments")) for c in tool_calls(trajectory)]
+    failed = failed_calls(trajectory)
+    calls = [(c.get("function_name", ""), c.get("arguments")) for c in tool_calls(trajectory)
+             if c.get("tool_call_id") not in failed]
     if not skill:
         return any(name.lower() == "skill" for name, _ in calls)
     return loaded_from_tool_calls(calls, str(skill).rstrip("/").split("/")[-1])
