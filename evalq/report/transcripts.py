@@ -34,6 +34,14 @@ def _pre(text: Any) -> str:
     return f"<pre>{escape(text)}</pre>"
 
 
+def _arguments(arguments: Any) -> str:
+    """A call's arguments, each text argument as written (a command or a file reads as such)."""
+    if not isinstance(arguments, dict):
+        return _pre(arguments)
+    return "".join(f"<div><small>{escape(str(k))}</small>{_pre(v)}</div>"
+                   for k, v in arguments.items())
+
+
 def _step(step: dict[str, Any]) -> str:
     source = str(step.get("source", ""))
     head = f"<b>{escape(source)}</b> <small>step {escape(str(step.get('step_id', '')))}"
@@ -48,7 +56,7 @@ def _step(step: dict[str, Any]) -> str:
         parts.append(_pre(step["message"]))
     for call in step.get("tool_calls") or []:
         parts.append(f"<div>calls <code>{escape(str(call.get('function_name')))}</code></div>"
-                     + _pre(call.get("arguments")))
+                     + _arguments(call.get("arguments")))
     for result in (step.get("observation") or {}).get("results") or []:
         css = " class=\"error\"" if result.get("is_error") else ""
         parts.append(f"<div{css}>result{' (error)' if result.get('is_error') else ''}"
@@ -82,7 +90,8 @@ def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
     title = escape(f"transcript: {trial_id}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f"<title>{title}</title><style>{STYLE}</style></head><body>\n<h1>{title}</h1>\n"
+            f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
+            f'<p><a href="../report.html">report</a></p><h1>{title}</h1>\n'
             + "\n".join(body) + "\n</body></html>\n")
 
 
