@@ -190,6 +190,10 @@ class RunMetrics(Strict):
     stop_reason: Optional[str] = None
     #: why a count above is None, by field ("not reported": the agent's output lacked it)
     unreported: Optional[dict[str, str]] = None
+    #: the model gateway's counts from the wire, beside the agent's (None: no gateway)
+    gateway_usage: Optional[dict[str, Optional[int]]] = None
+    #: the counts the agent and the gateway both reported and that differ ([]: they agree)
+    usage_disagreement: Optional[list[str]] = None
 
     @property
     def accounting_complete(self) -> bool:

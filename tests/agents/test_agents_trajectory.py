@@ -43,3 +43,15 @@ def test_skill_activation_needs_a_call_that_did_not_fail():
     assert skill_loaded(doc(False, "other"), "skills/tidy-code") is False
     assert skill_loaded(doc(False), None) is True  # a false positive, counted as one
     assert skill_loaded(build("a", "1", None, [], usage_scope="request"), "s") is None
+
+
+def test_gateway_counts_stand_beside_the_agents_and_disagreement_is_flagged():
+    from evalq.workers.agents.usage import beside_gateway
+
+    m = RunMetrics(input_tokens=100, output_tokens=7, cache_read_tokens=None)
+    wire = {"input_tokens": 100, "output_tokens": 9, "cache_read_tokens": 40,
+            "cache_write_tokens": None}
+    assert beside_gateway(m, wire) == ["output_tokens"]
+    assert m.output_tokens == 7 and m.cache_read_tokens is None  # never overwritten
+    assert m.gateway_usage == wire and m.usage_disagreement == ["output_tokens"]
+    assert beside_gateway(m, {**wire, "output_tokens": 7}) == []

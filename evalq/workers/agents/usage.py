@@ -53,3 +53,13 @@ def as_reported(usage: Optional[Mapping[str, Optional[int]]],
         return None
     zeros = set(zero_means_missing)
     return {k: (None if k in zeros and usage.get(k) == 0 else usage.get(k)) for k in FIELDS}
+
+
+def beside_gateway(metrics: RunMetrics, metered: Mapping[str, Optional[int]]) -> list[str]:
+    """Put the gateway's wire counts beside the agent's (never in place of them) and flag, per
+    run, each count both reported that differs. Returns the fields that disagree."""
+    metrics.gateway_usage = {k: metered.get(k) for k in FIELDS}
+    disagree = [k for k in FIELDS if getattr(metrics, k) is not None
+                and metered.get(k) is not None and getattr(metrics, k) != metered.get(k)]
+    metrics.usage_disagreement = disagree
+    return disagree
