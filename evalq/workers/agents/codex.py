@@ -81,7 +81,10 @@ class Codex(AgentAdapter):
     def prepare(self, ctx: AgentContext) -> None:
         home = ctx.profile.home / ".codex"
         home.mkdir(parents=True, exist_ok=True)
+        # plugins and apps off: otherwise codex syncs its curated plugin list from GitHub and
+        # chatgpt.com at start, traffic no evaluated run should make
         config: dict[str, Any] = {"check_for_update_on_startup": False,
+                                  "features": {"plugins": False, "apps": False},
                                   "analytics": {"enabled": False},
                                   "feedback": {"enabled": False},
                                   "otel": {"exporter": "none"},

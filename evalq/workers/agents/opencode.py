@@ -47,7 +47,11 @@ class OpenCode(AgentAdapter):
     credential_env = ("OPENAI_API_KEY",)
     quiet_env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
                  "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
-                 "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_TERMINAL_TITLE": "1"}
+                 "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+                 # opencode npm-installs @opencode-ai/plugin into every config dir in the
+                 # background, on each fresh profile: its npm gets a closed loopback port, so
+                 # the attempt fails at once and no run reaches a registry
+                 "npm_config_registry": "http://127.0.0.1:9/"}
 
     @classmethod
     def validate_settings(cls, settings: dict[str, Any]):
