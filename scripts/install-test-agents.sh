@@ -22,7 +22,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 NPM_PACKAGES=("@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION"
               "opencode-ai@$OPENCODE_VERSION")
 NPM_WANTED="${NPM_PACKAGES[*]}"
-NPM_STAMP="$DIR/npm/.evalq-installed"
+NPM_STAMP="$DIR/npm/.evalq-installed-agents"  # its own name: older copies of this script keep theirs
 BIN="$DIR/npm/node_modules/.bin"
 if ! stamp_ok "$NPM_STAMP" "$NPM_WANTED" || ! [ -x "$BIN/claude" ] || ! [ -x "$BIN/codex" ] \
     || ! [ -x "$BIN/opencode" ]; then
