@@ -223,8 +223,12 @@ class RunMetrics(Strict):
     wire_provider_errors: Optional[int] = None
     wire_retries: Optional[int] = None
     wire_refused: Optional[int] = None
+    #: why the gateway could not enforce a budget (an unpriced model's cost), or None
+    wire_budget_unenforced: Optional[str] = None
     #: counts both sources have and that differ ([] when they agree; None: nothing to compare)
     accounting_disagrees: Optional[list[str]] = None
+    #: why a count above is None, by field ("not reported": the agent's output lacked it)
+    unreported: Optional[dict[str, str]] = None
 
     @property
     def accounting_complete(self) -> bool:

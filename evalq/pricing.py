@@ -100,7 +100,9 @@ def price_run(metrics: RunMetrics, model: Optional[str],
     if total is not None and metrics.input_tokens is not None and \
             metrics.output_tokens is not None:
         metrics.cost_usd, metrics.cost_source = round(total, 10), "price_table"
-    elif metrics.reported_cost_usd is not None:
+    elif metrics.reported_cost_usd is not None and None not in (metrics.input_tokens,
+                                                                metrics.output_tokens):
+        # an agent's own figure stands in only beside reported tokens (else it priced zeros)
         metrics.cost_usd, metrics.cost_source = metrics.reported_cost_usd, "agent_reported"
     else:
         metrics.cost_usd, metrics.cost_source = None, None

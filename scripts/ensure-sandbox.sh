@@ -14,6 +14,8 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 # With --test: what only the test suite needs (headless Chromium for the HTML report check).
 if [ "${1:-}" = "--test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  # opencode's skill, grep and glob tools run ripgrep; without one on PATH it downloads its own
+  command -v rg >/dev/null 2>&1 || need+=(ripgrep)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

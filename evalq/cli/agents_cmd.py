@@ -22,7 +22,8 @@ def list_agents(as_json: bool) -> None:
     for name, adapter in sorted(ADAPTERS.items()):
         ok, where = adapter.installed()
         rows.append({"name": name, "executable": adapter.executable, "installed": ok,
-                     "where": where, "description": adapter.description})
+                     "where": where, "version": adapter.version() if ok else None,
+                     "description": adapter.description})
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))
@@ -30,4 +31,7 @@ def list_agents(as_json: bool) -> None:
     width = max(len(r["name"]) for r in rows)
     for row in rows:
         state = "installed" if row["installed"] else "missing"
-        click.echo(f"{row['name']:<{width}}  {state:<9}  {row['where']}  — {row['description']}")
+        version = row["version"] or ("" if row["executable"] is None or not row["installed"]
+                                     else "version unavailable")
+        click.echo(f"{row['name']:<{width}}  {state:<9}  {version}  {row['where']}  — "
+                   f"{row['description']}")

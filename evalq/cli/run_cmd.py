@@ -11,17 +11,19 @@ from evalq.config import load_settings
 from evalq.errors import UserError
 from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
+from evalq.report.transcripts import write_transcripts
 from evalq.report.write import write_reports
 from evalq.cli.common import STUDY, engine_and_settings, report_dir, study_id_of
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
-                       formats: tuple[str, ...] | None = None) -> dict[str, Path]:
-    """Every report format (or those asked for) from one computed report."""
-    from evalq.report.write import FORMATS
-
-    report = compute_report(engine, study_id)
-    return write_reports(report, out or report_dir(settings, study_id), formats or FORMATS)
+                       formats=("json", "md", "html"), report=None) -> dict[str, Path]:
+    """The report files, and beside the HTML one a transcript page per run it links to."""
+    report = report if report is not None else compute_report(engine, study_id)
+    folder = out or report_dir(settings, study_id)
+    links = (write_transcripts(engine, settings.artifacts_url, study_id, folder)
+             if "html" in formats else None)
+    return write_reports(report, folder, formats, links)
 
 
 def echo_reports(paths: dict[str, Path]) -> None:
@@ -100,7 +102,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
         if workers is not None:
             workers.stop()
     report = compute_report(engine, study.id)
-    paths = write_reports(report, report_dir(settings, study.id))
+    paths = write_study_report(engine, settings, study.id, report=report)
     for line in run_summary(report, common_reasons(engine, study.id)):
         click.echo(line, err=True)
     echo_reports(paths)

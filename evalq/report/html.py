@@ -33,8 +33,17 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def markdown_to_html(markdown: str) -> list[str]:
-    """The small Markdown subset the report uses: headings, bullets, pipe tables, paragraphs."""
+def _first_cell(cell: str, links: dict[str, str]) -> str:
+    """A run table's trial cell, linked to its transcript page when there is one."""
+    link = links.get(cell)
+    return (f'<td><a href="{escape(link)}">{_inline(cell)}</a></td>' if link
+            else f"<td>{_inline(cell)}</td>")
+
+
+def markdown_to_html(markdown: str, links: dict[str, str] | None = None) -> list[str]:
+    """The small Markdown subset the report uses: headings, bullets, pipe tables, paragraphs.
+    `links`: trial id → transcript page; a table row whose first cell is a trial links it."""
+    links = links or {}
     out: list[str] = []
     lines = markdown.splitlines()
     i = 0
@@ -56,8 +65,9 @@ def markdown_to_html(markdown: str) -> list[str]:
                        + "</tr></thead><tbody>")
             i += 2
             while i < len(lines) and lines[i].startswith("|"):
-                out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(lines[i]))
-                           + "</tr>")
+                cells = _cells(lines[i])
+                out.append("<tr>" + _first_cell(cells[0], links)
+                           + "".join(f"<td>{_inline(c)}</td>" for c in cells[1:]) + "</tr>")
                 i += 1
             out.append("</tbody></table>")
             continue
@@ -80,8 +90,9 @@ def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def render_html(report: dict[str, Any]) -> str:
-    body = markdown_to_html(render_markdown(report))
+def render_html(report: dict[str, Any], links: dict[str, str] | None = None) -> str:
+    """`links`: trial id → its transcript page (relative), linked from the run table."""
+    body = markdown_to_html(render_markdown(report), links)
     charts = {
         "Outcomes per condition": outcomes_chart(report["conditions"]),
         "Paired comparisons": forest_plot(forest_rows(report)),

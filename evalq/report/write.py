@@ -19,10 +19,13 @@ FORMATS = tuple(RENDERERS)
 
 
 def write_reports(report: dict[str, Any], out_dir: Path,
-                  formats: tuple[str, ...] = ("json", "md", "html")) -> dict[str, Path]:
+                  formats: tuple[str, ...] = ("json", "md", "html"),
+                  links: dict[str, str] | None = None) -> dict[str, Path]:
+    """`links`: trial id → transcript page, linked from the HTML report's run table."""
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        write_text_atomic(path, RENDERERS[fmt](report))
+        text = render_html(report, links) if fmt == "html" else RENDERERS[fmt](report)
+        write_text_atomic(path, text)
         paths[fmt] = path
     return paths

@@ -28,6 +28,7 @@ def record_wire(result: Any, run: Any) -> None:
     metrics.wire_provider_errors = totals["provider_429"] + totals["provider_5xx"]
     metrics.wire_retries = totals["retries"]
     metrics.wire_refused = totals["refused"]
+    metrics.wire_budget_unenforced = totals.get("unenforced")
     compared = [(r, w) for r, w in COMPARED.items()
                 if getattr(metrics, r) is not None and getattr(metrics, w) is not None]
     metrics.accounting_disagrees = None if not compared else sorted(

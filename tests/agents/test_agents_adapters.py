@@ -197,7 +197,11 @@ def test_claude_code_settings_and_profile_config(tmp_path):
         {"type": "result", "subtype": "error_max_turns", "num_turns": 9,
          "usage": {"input_tokens": 10, "output_tokens": 1}}]
     res = adapter.parse(ctx, _proc("\n".join(map(json.dumps, events)).encode()))
-    assert res.metrics.skill_loaded is True and res.metrics.tool_failures == 1
+    # the Skill call failed: its content never reached the agent, so it is no activation
+    assert res.metrics.skill_loaded is False and res.metrics.tool_failures == 1
+    events[1]["message"]["content"][0]["is_error"] = False
+    assert adapter.parse(ctx, _proc("\n".join(map(json.dumps, events)).encode())
+                         ).metrics.skill_loaded is True
     assert res.timed_out and res.stop_reason == "max turns reached"
     assert res.metrics.cache_read_tokens is None  # not reported ⇒ unavailable
 

@@ -150,6 +150,11 @@ class AgentAdapter(ABC):
                                       "worker (see `evalq agents list`; set EVALQ_AGENT_PATH)")
         return found
 
+    def model_url(self, ctx: AgentContext) -> Optional[str]:
+        """The base URL the agent must send its model requests to: the sandbox's door (set by
+        `run`), or, unsealed, the condition's `base_url`."""
+        return ctx.model_url
+
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         names = ctx.settings.get("credential_env")
         return tuple(names) if names is not None else self.credential_env

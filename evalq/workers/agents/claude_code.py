@@ -14,9 +14,15 @@ from typing import Any, Optional
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
-from evalq.workers.agents.skill_install import install_skill, loaded_from_tool_calls, skill_source
+from evalq.workers.agents.skill_install import install_skill, skill_source
 from evalq.workers.agents.streams import jsonl_events, opt_int
+from evalq.workers.agents.trajectory import Step, build, encode, iso_time, skill_loaded
+from evalq.workers.agents.usage import as_reported, settle
 
+NO_USAGE = ("no assistant message carried usage (the result event's zeros are a summary, "
+            "not a report)")
+OUTPUT_PER_REQUEST = ("the stream shows each message's usage at its start; only the result "
+                      "event has the output total")
 DEFAULT_TOOLS = "Bash,Edit,Write,Read,Glob,Grep"
 #: result subtypes that mean the agent hit one of its limits (→ timed_out)
 LIMIT_SUBTYPES = {"error_max_turns": "max turns reached",
@@ -56,8 +62,8 @@ class ClaudeCode(AgentAdapter):
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:
         env = {"CLAUDE_CONFIG_DIR": str(ctx.profile.home / ".claude")}
-        if ctx.model_url:  # the sandbox's door, else (unsealed) settings.base_url
-            env["ANTHROPIC_BASE_URL"] = ctx.model_url
+        if self.model_url(ctx):
+            env["ANTHROPIC_BASE_URL"] = self.model_url(ctx)
         return env
 
     def prepare(self, ctx: AgentContext) -> None:
@@ -109,37 +115,41 @@ class ClaudeCode(AgentAdapter):
         final = next((e for e in reversed(events) if e.get("type") == "result"), None)
         metrics = RunMetrics()
         by_model = None
+        # per-message usage is the report; the result event's totals say 0 when it is absent
+        notes = settle(metrics, requests.values() if final is not None else [], NO_USAGE,
+                       notes={"output_tokens per request": OUTPUT_PER_REQUEST})
         if final is not None:
             usage = final.get("usage") if isinstance(final.get("usage"), dict) else None
-            if usage is not None:
-                counts = _request_usage(usage)
-                metrics.input_tokens = counts["input_tokens"]
-                metrics.output_tokens = counts["output_tokens"]
-                metrics.cache_read_tokens = counts["cache_read_tokens"]
-                metrics.cache_write_tokens = counts["cache_write_tokens"]
+            if usage is not None and metrics.input_tokens is not None:
+                for key, value in _request_usage(usage).items():
+                    if getattr(metrics, key) is not None and value is not None:
+                        setattr(metrics, key, value)
             metrics.turns = opt_int(final.get("num_turns"))
-            if isinstance(final.get("total_cost_usd"), (int, float)) and usage is not None:
+            if isinstance(final.get("total_cost_usd"), (int, float)) and \
+                    metrics.input_tokens is not None:
                 metrics.reported_cost_usd = float(final["total_cost_usd"])
             model_usage = final.get("modelUsage")
-            if isinstance(model_usage, dict) and model_usage:
+            if isinstance(model_usage, dict) and model_usage and metrics.input_tokens is not None:
                 by_model = {name: {"input_tokens": opt_int(u.get("inputTokens")),
                                    "output_tokens": opt_int(u.get("outputTokens")),
                                    "cache_read_tokens": opt_int(u.get("cacheReadInputTokens")),
                                    "cache_write_tokens": opt_int(
                                        u.get("cacheCreationInputTokens"))}
                             for name, u in model_usage.items() if isinstance(u, dict)}
-        if requests and all(None not in (r["input_tokens"],) for r in requests.values()):
+        if metrics.input_tokens is not None:
             metrics.request_prompt_tokens = [
                 r["input_tokens"] + (r["cache_read_tokens"] or 0) + (r["cache_write_tokens"] or 0)
                 for r in requests.values()]
         if final is not None or calls:
             metrics.tool_calls = len(calls)
             metrics.tool_failures = failures
-        skill = ctx.settings.get("skill_dir") or ctx.condition.skill
-        skill_name = str(skill).rstrip("/").split("/")[-1] if skill else ""
+        trajectory = build(self.name, self.version(), ctx.model, _steps(ctx.prompt, events, requests),
+                           usage_scope="request",
+                           session_id=next((e.get("session_id") for e in events
+                                            if e.get("session_id")), None), notes=notes)
         if final is not None:
-            metrics.skill_loaded = (loaded_from_tool_calls(calls.values(), skill_name) if skill
-                                    else any(n.lower() == "skill" for n, _ in calls.values()))
+            metrics.skill_loaded = skill_loaded(trajectory, ctx.settings.get("skill_dir")
+                                                or ctx.condition.skill)
         timed_out, stop = False, None
         if final is None:
             stop = "no result event" if proc.exit_code == 0 else f"exit {proc.exit_code}"
@@ -150,6 +160,39 @@ class ClaudeCode(AgentAdapter):
             else:
                 stop = final.get("terminal_reason") or final.get("stop_reason") or subtype
         return AgentResult(exit_code=proc.exit_code, timed_out=timed_out, stop_reason=stop,
-                           metrics=metrics, transcript=proc.stdout,
+                           metrics=metrics, transcript=encode(trajectory),
                            final_report=final.get("result") if final else None,
                            usage_by_model=by_model)
+
+
+def _steps(prompt: str, events: list[dict[str, Any]],
+           requests: dict[str, dict[str, Optional[int]]]) -> list[Step]:
+    """Assistant blocks and tool results as trajectory steps, a request's usage on its first
+    block. The stream repeats each message with the usage of its start, output not yet
+    counted: per-request output is unreported (the run's total comes from the result event)."""
+    steps, seen = [Step("user", message=prompt)], set()
+    for event in events:
+        message = event.get("message") or {}
+        when = iso_time(event.get("timestamp"))
+        blocks = [b for b in message.get("content") or [] if isinstance(b, dict)]
+        if event.get("type") == "assistant":
+            step = Step("agent", timestamp=when)
+            for block in blocks:
+                if block.get("type") == "text":
+                    step.message += str(block.get("text") or "")
+                elif block.get("type") == "tool_use":
+                    step.call(block.get("id", ""), block.get("name", ""), block.get("input"))
+            if message.get("id") in requests and message.get("id") not in seen:
+                seen.add(message.get("id"))
+                usage = as_reported(requests[message["id"]])
+                step.usage = usage and {**usage, "output_tokens": None}
+            steps.append(step)
+        elif event.get("type") == "user":
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            if results:
+                step = Step("system", timestamp=when)
+                for block in results:
+                    step.result(block.get("tool_use_id", ""), block.get("content"),
+                                bool(block.get("is_error")))
+                steps.append(step)
+    return steps

@@ -4,7 +4,9 @@ settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}
 {model_url} (the model endpoint: the sandbox's door when sealed) and {output_dir}. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
 cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
 numbers are used; otherwise they are unavailable. {output_dir}/report.txt, if written, is the
-final report. settings.credential_env lists the credential variables to pass on.
+final report. settings.credential_env lists the credential variables to pass on. Its
+trajectory holds the task, the command's output and the report: a generic command has no
+tool calls evalq can see, and no skill activation (null).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.streams import opt_int
 from evalq.workers.sandbox.paths import install_paths
+from evalq.workers.agents.trajectory import Step, build, encode
 
 PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "model_url", "output_dir")
 COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -88,6 +91,12 @@ class CommandTemplate(AgentAdapter):
                 metrics.reported_cost_usd = float(usage["cost_usd"])
         report_path = out / "report.txt"
         report = report_path.read_text(errors="replace") if report_path.is_file() else None
+        steps = [Step("user", message=ctx.prompt),
+                 Step("agent", message=proc.stdout.decode("utf-8", "replace")),
+                 Step("agent", message=report or "", usage={k: getattr(metrics, k)
+                                                            for k in COUNTS[:4]})]
+        trajectory = build(self.name, None, ctx.model, steps, usage_scope="run",
+                           notes={"skill_loaded": "a generic command's skill use is not visible"})
         return AgentResult(exit_code=proc.exit_code, timed_out=False,
                            stop_reason="exit" if proc.exit_code == 0 else f"exit {proc.exit_code}",
-                           metrics=metrics, transcript=proc.stdout, final_report=report)
+                           metrics=metrics, transcript=encode(trajectory), final_report=report)

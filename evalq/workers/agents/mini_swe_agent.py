@@ -2,13 +2,16 @@
 
 Runs `mini --yolo --exit-immediately` with the trajectory written into the run's logs dir; the
 trajectory keeps each model response with its usage, which is where tokens are read from.
-Settings: model (litellm name, e.g. openai/gpt-5), base_url, config (a mini config file or
+litellm fills zeros when the provider sends no usage: an all-zero response is "not reported".
+`mini --version` exits 2, so the version is read from the package metadata in mini's own venv.
+mini-swe-agent loads no skills (skill activation is null). Settings: model (litellm name, e.g. openai/gpt-5), base_url, config (a mini config file or
 builtin name, default mini.yaml), extra_config (list of key=value), executable.
 """
 
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,10 +19,15 @@ from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.context_estimate import per_request
-from evalq.workers.agents.streams import opt_int, opt_sum
+from evalq.workers.agents.locate import find_executable
+from evalq.workers.agents.streams import opt_int
+from evalq.workers.agents.trajectory import Step, build, encode, iso_time
+from evalq.workers.agents.usage import as_reported, settle
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
                  "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}
+PACKAGE = "mini-swe-agent"
+NO_USAGE = "litellm's usage was absent or all zeros (the provider sent none)"
 LIMIT_STATUSES = {"LimitsExceeded": "step or cost limit reached",
                   "TimeExceeded": "agent time limit reached"}
 
@@ -48,6 +56,19 @@ class MiniSweAgent(AgentAdapter):
                  "HF_HUB_DISABLE_TELEMETRY": "1", "PIP_PROGRESS_BAR": "off",
                  "PYTHONUNBUFFERED": "1"}
 
+    @classmethod
+    def version(cls) -> Optional[str]:
+        """The mini-swe-agent package version in the venv beside the `mini` executable."""
+        found = find_executable(cls.executable)
+        if found is None:
+            return None
+        venv = Path(found).resolve().parent.parent
+        for site in sorted(venv.glob("lib/python*/site-packages")):
+            for dist in metadata.distributions(path=[str(site)]):
+                if (dist.metadata["Name"] or "").lower() == PACKAGE:
+                    return dist.version
+        return None
+
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         if ctx.settings.get("credential_env") is not None:
             return tuple(ctx.settings["credential_env"])
@@ -74,8 +95,8 @@ class MiniSweAgent(AgentAdapter):
                 "-l", f"{ctx.limits.max_cost_usd:g}" if ctx.limits.max_cost_usd else "0"]
         if ctx.model:
             argv += ["-m", ctx.model]
-        if ctx.model_url:
-            argv += ["-c", f"model.model_kwargs.api_base={ctx.model_url}"]
+        if self.model_url(ctx):
+            argv += ["-c", f"model.model_kwargs.api_base={self.model_url(ctx)}"]
         if ctx.limits.max_steps:
             argv += ["-c", f"agent.step_limit={ctx.limits.max_steps}"]
         for item in ctx.settings.get("extra_config", []):
@@ -96,10 +117,9 @@ class MiniSweAgent(AgentAdapter):
         messages = [m for m in trajectory.get("messages") or [] if isinstance(m, dict)]
         replies = [m for m in messages if m.get("role") == "assistant"]
         usages = [_usage(m) for m in replies]
-        if replies and all(u is not None for u in usages):
-            metrics.input_tokens = opt_sum(u["input_tokens"] for u in usages)
-            metrics.output_tokens = opt_sum(u["output_tokens"] for u in usages)
-            metrics.cache_read_tokens = opt_sum(u["cache_read_tokens"] for u in usages)
+        notes = settle(metrics, usages, NO_USAGE,
+                       notes={"skill_loaded": "mini-swe-agent loads no skills"})
+        if metrics.input_tokens is not None:
             prompts = [u["prompt"] for u in usages]
             metrics.request_prompt_tokens = prompts if None not in prompts else None
         if replies:  # the trajectory holds the messages sent: an estimate, kept apart
@@ -107,10 +127,7 @@ class MiniSweAgent(AgentAdapter):
         actions = [a for m in replies for a in (m.get("extra") or {}).get("actions") or []]
         outputs = [m for m in messages if m.get("role") == "tool"]
         metrics.tool_calls = len(actions)
-        metrics.tool_failures = sum(
-            1 for m in outputs
-            if (m.get("extra") or {}).get("returncode") not in (0, None)
-            and "not executed" not in str((m.get("extra") or {}).get("exception_info") or ""))
+        metrics.tool_failures = sum(1 for m in outputs if _failed(m))
         metrics.turns = len(replies)
         cost = ((trajectory.get("info") or {}).get("model_stats") or {}).get("instance_cost")
         # with cost tracking off for unknown models mini reports 0.0: that is "unknown", not free
@@ -123,6 +140,42 @@ class MiniSweAgent(AgentAdapter):
         stop = LIMIT_STATUSES.get(status, (status or "").lower() or None)
         report = exit_info.get("submission") or next(
             (m.get("content") for m in reversed(replies) if m.get("content")), None)
+        trajectory = build(self.name, self.version(), ctx.model, _steps(messages, usages),
+                           usage_scope="request", notes=notes)
         return AgentResult(exit_code=proc.exit_code, timed_out=timed_out, stop_reason=stop,
-                           metrics=metrics, transcript=path.read_bytes(),
+                           metrics=metrics, transcript=encode(trajectory),
                            final_report=report if isinstance(report, str) else None)
+
+
+def _failed(output: dict[str, Any]) -> bool:
+    """A command that ran and failed (mini's submit command is "not executed": no failure)."""
+    extra = output.get("extra") or {}
+    return extra.get("returncode") not in (0, None) and \
+        "not executed" not in str(extra.get("exception_info") or "")
+
+
+def _steps(messages: list[dict[str, Any]], usages: list) -> list[Step]:
+    """mini's messages as trajectory steps: its bash actions are the tool calls."""
+    steps, replies = [], iter(usages)
+    for message in messages:
+        extra = message.get("extra") or {}
+        role, when = message.get("role"), iso_time(extra.get("timestamp"))
+        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        if role == "assistant":
+            step = Step("agent", message=text, timestamp=when,
+                        usage=as_reported(next(replies, None)))
+            for index, action in enumerate(extra.get("actions") or []):
+                step.call(action.get("tool_call_id") or f"action-{index}", "bash",
+                          {"command": action.get("command")})
+            steps.append(step)
+        elif role == "tool":
+            step = Step("system", timestamp=when)
+            step.result(message.get("tool_call_id", ""), extra.get("raw_output", text),
+                        _failed(message))
+            steps.append(step)
+        elif role in ("system", "user"):
+            steps.append(Step(role, message=text, timestamp=when))
+        elif role == "exit":
+            steps.append(Step("system", message=f"exit: {extra.get('exit_status')}",
+                              timestamp=when))
+    return steps

@@ -32,6 +32,7 @@ from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.streams import jsonl_events
 from evalq.workers.sandbox.paths import evalq_python_paths
+from evalq.workers.agents.trajectory import Step, build, encode, skill_loaded
 
 ACTIONS = ("solution", "noop", "sleep", "patch", "infra_fail", "probe")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -88,14 +89,33 @@ class ScriptedAgent(AgentAdapter):
         usage = final.get("usage") or {}
 
         metrics = RunMetrics(**{k: usage.get(k) for k in USAGE_KEYS})
-        # Activation as the trace shows it: a skill event, or none although one was installed.
-        if any(e.get("type") == "skill" for e in events):
-            metrics.skill_loaded = True
-        elif ctx.condition.skill:
-            metrics.skill_loaded = False
+        trajectory = build(self.name, None, ctx.model, _steps(ctx.prompt, events),
+                           usage_scope="turn")
+        # Activation as the trace shows it: a skill call, or none although one was installed.
+        loaded = skill_loaded(trajectory, ctx.condition.skill)
+        metrics.skill_loaded = loaded if (ctx.condition.skill or loaded) else None
         if usage.get("cost_usd") is not None:
             metrics.reported_cost_usd = usage["cost_usd"]
         stop = final.get("stop_reason") or ("exit" if proc.exit_code == 0 else "error")
         return AgentResult(exit_code=proc.exit_code, timed_out=False, stop_reason=stop,
-                           metrics=metrics, transcript=proc.stdout,
+                           metrics=metrics, transcript=encode(trajectory),
                            final_report=final.get("report"))
+
+
+def _steps(prompt: str, events: list[dict[str, Any]]) -> list[Step]:
+    """The scripted process's events as trajectory steps (its tools, skill reads and report)."""
+    steps = [Step("user", message=prompt)]
+    for index, event in enumerate(events):
+        kind = event.get("type")
+        if kind in ("tool", "skill"):
+            step = Step("agent")
+            name = "skill" if kind == "skill" else str(event.get("name"))
+            step.call(f"call-{index}", name, {k: v for k, v in event.items() if k != "type"})
+            step.result(f"call-{index}", "exit 0" if not event.get("exit") else
+                        f"exit {event['exit']}", bool(event.get("exit")))
+            steps.append(step)
+        elif kind == "result":
+            usage = event.get("usage") if isinstance(event.get("usage"), dict) else None
+            steps.append(Step("agent", message=str(event.get("report") or ""), usage=usage and {
+                k: usage.get(k) for k in USAGE_KEYS[:4]}))
+    return steps

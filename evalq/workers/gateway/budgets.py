@@ -2,9 +2,13 @@
 (requests to other paths, such as a model list, are forwarded unbudgeted).
 
 A request admitted before a budget was spent is let finish (tokens are only known once the
-reply is in), so a run can overshoot by what its requests in flight use. A budget that cannot
-be measured (a billed reply without usage, a model without a price) is spent: the gateway
-fails closed rather than let an unmetered run go on.
+reply is in), so a run can overshoot by what its requests in flight use. A token budget that
+cannot be measured (a billed reply without usage) is spent: the study asked for a token bound,
+and the gateway fails closed rather than let an unmetered run go on. A cost that cannot be
+priced (a model without a price, a count missing) leaves the cost budget unenforced instead,
+recorded as `unenforced`: every fixture carries a cost limit, and stopping each run of a model
+the price table lacks would turn "unknown cost" into a made-up outcome; the run's cost stays
+null and its accounting incomplete.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class BudgetMeter:
         self.tokens = 0
         self.cost = 0.0
         self.spent: Optional[str] = None
+        #: why a budget could not be enforced (the first reason), or None
+        self.unenforced: Optional[str] = None
 
     def admit(self) -> Optional[str]:
         """Refusal reason for a new model request, or None (and the request is counted)."""
@@ -63,8 +69,9 @@ class BudgetMeter:
                 return self._spend(f"tokens budget cannot be enforced: request "
                                    f"{record.index} reported no usage")
             if record.cost_usd is None and b.max_cost_usd is not None:
-                return self._spend(f"cost budget cannot be enforced: request {record.index} "
-                                   f"has no price (model {record.model!r}, or a count missing)")
+                self.unenforced = self.unenforced or (
+                    f"cost budget not enforced from request {record.index}: no price "
+                    f"(model {record.model!r}, or a count missing)")
             self.cost += record.cost_usd or 0.0
         if b.max_tokens is not None and self.tokens >= b.max_tokens:
             return self._spend(f"tokens budget spent ({self.tokens} of {b.max_tokens})")

@@ -66,6 +66,7 @@ class GatewayRun:
         with self._lock:
             out = totals(self._records)
         out["exhausted"] = self.exhausted
+        out["unenforced"] = self.meter.unenforced
         return out
 
     def close(self) -> None:

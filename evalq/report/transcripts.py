@@ -1,0 +1,116 @@
+"""Per-run transcript pages beside the HTML report: what the agent said, called and got back.
+
+A page renders the run's normalized trajectory (ATIF shape, see workers/agents/trajectory.py);
+a transcript in another shape is shown as text. Everything in it is the agent's output and so
+hostile: all of it is escaped, the page loads nothing and runs no script (same CSP as the report).
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any, Optional
+
+from evalq.artifacts import open_store
+from evalq.fileio import write_text_atomic
+from evalq.results.store import latest_attempts
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+STYLE = """
+body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+.step{border-left:4px solid #ccc;margin:.6em 0;padding:.2em .8em}.agent{border-color:#4a7}
+.user{border-color:#47a}.system{border-color:#aaa}.error{background:#fee}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.4em;margin:.3em 0}
+small{color:#666}
+"""
+MAX_TEXT = 20_000
+
+
+def _pre(text: Any) -> str:
+    text = text if isinstance(text, str) else json.dumps(text, indent=1, default=str)
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT:,} more characters)"
+    return f"<pre>{escape(text)}</pre>"
+
+
+def _arguments(arguments: Any) -> str:
+    """A call's arguments, each text argument as written (a command or a file reads as such)."""
+    if not isinstance(arguments, dict):
+        return _pre(arguments)
+    return "".join(f"<div><small>{escape(str(k))}</small>{_pre(v)}</div>"
+                   for k, v in arguments.items())
+
+
+def _step(step: dict[str, Any]) -> str:
+    source = str(step.get("source", ""))
+    head = f"<b>{escape(source)}</b> <small>step {escape(str(step.get('step_id', '')))}"
+    if step.get("timestamp"):
+        head += f" · {escape(str(step['timestamp']))}"
+    if step.get("metrics"):
+        usage = ", ".join(f"{k} {'unavailable' if v is None else v}"
+                          for k, v in step["metrics"].items())
+        head += f" · {escape(usage)}"
+    parts = [head + "</small>"]
+    if step.get("message"):
+        parts.append(_pre(step["message"]))
+    for call in step.get("tool_calls") or []:
+        parts.append(f"<div>calls <code>{escape(str(call.get('function_name')))}</code></div>"
+                     + _arguments(call.get("arguments")))
+    for result in (step.get("observation") or {}).get("results") or []:
+        css = " class=\"error\"" if result.get("is_error") else ""
+        parts.append(f"<div{css}>result{' (error)' if result.get('is_error') else ''}"
+                     f"{_pre(result.get('content', ''))}</div>")
+    kind = source if source in ("agent", "user", "system") else "system"
+    return f'<div class="step {kind}">' + "".join(parts) + "</div>"
+
+
+def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
+    """One run's transcript page (a trajectory document, other text as is, or none)."""
+    try:
+        doc = json.loads(data) if data else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
+        agent = doc.get("agent") or {}
+        notes = (doc.get("extra") or {}).get("notes") or {}
+        body = [f"<p>agent {escape(str(agent.get('name')))} "
+                f"{escape(str(agent.get('version') or 'version unavailable'))}, model "
+                f"{escape(str(agent.get('model_name') or 'unavailable'))}; usage per "
+                f"{escape(str((doc.get('extra') or {}).get('usage_scope')))}</p>"]
+        if notes:
+            body.append("<ul>" + "".join(f"<li>{escape(str(k))}: not reported ({escape(str(v))})"
+                                         "</li>" for k, v in sorted(notes.items())) + "</ul>")
+        body += [_step(s) for s in doc["steps"] if isinstance(s, dict)]
+    elif data:
+        body = ["<p>raw transcript (not a trajectory document)</p>",
+                _pre(data.decode("utf-8", "replace"))]
+    else:
+        body = ["<p>no transcript was recorded for this run</p>"]
+    title = escape(f"transcript: {trial_id}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
+            f'<p><a href="../report.html">report</a></p><h1>{title}</h1>\n'
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def page_name(trial_id: str) -> str:
+    """A file name for a trial's page that cannot leave the transcripts folder."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in trial_id).lstrip(".")
+    return f"transcripts/{safe or 'trial'}.html"
+
+
+def write_transcripts(engine, artifacts_url: str, study_id: str,
+                      out_dir: Path) -> dict[str, str]:
+    """Write a page per trial (its latest attempt) under out_dir/transcripts; {trial: link}."""
+    store = open_store(artifacts_url)
+    _, latest = latest_attempts(engine, study_id)
+    links = {}
+    for trial_id, attempt in sorted(latest.items()):
+        ref = (getattr(attempt, "artifacts", None) or {}).get("transcript")
+        data = store.get(ref) if ref and store.exists(ref) else None
+        link = page_name(trial_id)
+        write_text_atomic(out_dir / link, render_transcript(trial_id, data))
+        links[trial_id] = link
+    return links
