@@ -4,7 +4,7 @@
 #   bash scripts/build-grader-images.sh [--force] [--no-cache] [--rootfs-only] [python] [node] [make] [agent]
 #
 # `agent` is evalq-agent:local, the root of the Docker agent sandbox (evalq/workers/sandbox/):
-# the toolchains agents need (python3, nodejs, bash, coreutils, git, patch); the agent's own
+# the toolchains agents need (python3, nodejs, bash, coreutils, git, patch, ripgrep); the agent's own
 # install (npm prefix, virtualenv) is bind-mounted read-only at run time. --rootfs-only with no
 # name builds the grading toolchains only (the bubblewrap agent sandbox uses the host's).
 #
@@ -39,7 +39,7 @@ declare -A PACKAGES=(
     [python]="python3,python3-pytest"
     [node]="nodejs,python3,python3-pytest"
     [make]="make,gcc,libc6-dev,bash,python3,python3-pytest"
-    [agent]="python3,nodejs,bash,coreutils,git,patch"
+    [agent]="python3,nodejs,bash,coreutils,git,patch,ripgrep"
 )
 # python3 + pytest in every grading toolchain: the judge is Python whatever the subject is.
 GRADERS=(python node make)
@@ -181,7 +181,7 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
     case $name in
         python) check='python3 --version && python3 -m pytest --version' ;;
         node)   check='python3 -m pytest --version && node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
-        agent)  check='python3 --version && node --version && git --version && patch --version | head -n1' ;;
+        agent)  check='python3 --version && node --version && git --version && patch --version | head -n1 && rg --version | head -n1' ;;
         make)   check='python3 -m pytest --version && make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
     esac
     docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \

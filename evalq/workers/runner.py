@@ -130,11 +130,11 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
     log.info("running %s", label)
     started = time.time()
     # which agent sandbox ran it: `none` marks the attempt (and the report) unsealed
-    common = dict(worker_host=host, started_at=started,
-                  worker_env=dict(worker_environment(settings.agent_sandbox),
-                                  agent_sandbox=settings.agent_sandbox))
+    common = dict(worker_host=host, started_at=started)
     profile = None
-    try:
+    try:  # from here on, every failure ends the attempt with its reason
+        common["worker_env"] = dict(worker_environment(settings.agent_sandbox),
+                                    agent_sandbox=settings.agent_sandbox)
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])

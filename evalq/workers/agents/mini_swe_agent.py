@@ -57,8 +57,9 @@ class MiniSweAgent(AgentAdapter):
                  "PYTHONUNBUFFERED": "1"}
 
     @classmethod
-    def version(cls) -> Optional[str]:
-        """The mini-swe-agent package version in the venv beside the `mini` executable."""
+    def version(cls, sandbox: Optional[str] = None) -> Optional[str]:
+        """The mini-swe-agent package version in the venv beside the `mini` executable (read
+        from its metadata, not run, so no sandbox is needed: `mini --version` exits 2)."""
         found = find_executable(cls.executable)
         if found is None:
             return None
