@@ -75,3 +75,22 @@ def test_seccomp_filter_refuses_namespace_and_mount_calls():
     assert result.stdout.strip().endswith("-1")
     # the filter goes to bwrap through an in-memory file: nothing is left in the temp dir
     assert not list(Path(tempfile.gettempdir()).glob("evalq-seccomp-*"))
+
+
+def test_code_that_imitates_a_bwrap_refusal_is_graded_as_itself():
+    """Graded code printing bwrap's words and exiting 1 is an ordinary failed run, not a
+    refused sandbox (which would be a grading_failure): bwrap reported its child's exit."""
+    result = _run("echo 'bwrap: Creating new namespace failed' >&2; exit 1")
+    assert result.exit_code == 1 and "Creating new namespace failed" in result.stderr
+
+
+def test_a_real_refusal_is_a_sandbox_error():
+    import pytest
+
+    from evalq.errors import SandboxError
+    from evalq.graders.sandbox.base import SandboxLimits
+    from evalq.graders.sandbox.bwrap import run_in_bwrap
+
+    with pytest.raises(SandboxError, match="bubblewrap refused to start: bwrap:"):
+        run_in_bwrap(["--no-such-bwrap-option"], ["true"], env=dict(ENV),
+                     limits=SandboxLimits(timeout_seconds=20))

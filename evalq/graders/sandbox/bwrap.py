@@ -219,7 +219,10 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
         limit_hit = "time"
     elif result.output_exceeded:
         limit_hit = "output"
-    if result.exit_code == 1 and b'"exit-code"' not in status:
-        stderr = result.stderr.decode("utf-8", "replace")
+    stderr = result.stderr.decode("utf-8", "replace")
+    # a refusal: bwrap exits 1 with its own "bwrap: ..." line and never reports a child exit
+    # code; a run stopped from outside can miss the status too, but says nothing of bwrap's
+    if result.exit_code == 1 and b'"exit-code"' not in status and \
+            stderr.lstrip().startswith("bwrap:"):
         raise SandboxError(f"bubblewrap refused to start: {stderr.strip()[:300]}")
     return BwrapRun(result, limit_hit, notes)
