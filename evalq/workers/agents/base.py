@@ -6,7 +6,6 @@ number: what its agent does not report stays None.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -55,14 +54,6 @@ class AgentContext:
     #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults);
     #: max_tokens and max_requests are enforced by the model gateway
     budgets: Optional[Budgets] = None
-
-    @property
-    def limits_tokens(self) -> Optional[int]:
-        return self.budgets.max_tokens if self.budgets is not None else None
-
-    @property
-    def limits_requests(self) -> Optional[int]:
-        return self.budgets.max_requests if self.budgets is not None else None
 
     @property
     def workspace(self) -> Path:
@@ -194,13 +185,6 @@ class AgentAdapter(ABC):
         box = get_agent_sandbox(ctx.sandbox)
         granted = credentials(self.credential_names(ctx))
         base_url = ctx.settings.get("base_url")
-        spent = threading.Event()
-        spent_reason: list[str] = []
-
-        def budget_spent(reason: str) -> None:
-            spent_reason.append(reason)
-            spent.set()
-
         door = None
         with ExitStack() as stack:
             socket_path = ctx.door_socket
@@ -208,9 +192,7 @@ class AgentAdapter(ABC):
             if box.sealed and socket_path is None and upstream:
                 door = stack.enter_context(open_door(
                     upstream, granted, auth=self.wire_auth,
-                    budgets=RunBudgets(max_tokens=ctx.limits_tokens, max_requests=ctx.limits_requests,
-                                       max_cost_usd=ctx.limits.max_cost_usd),
-                    concurrency=ctx.settings.get("concurrency"), on_exhausted=budget_spent))
+                    budgets=gateway_budgets(ctx), concurrency=ctx.settings.get("concurrency")))
                 socket_path = door.socket_path
             ctx.model_url = box.model_url(upstream) if socket_path or not box.sealed else None
             env = ctx.profile.env
@@ -229,7 +211,8 @@ class AgentAdapter(ABC):
                                                         OUTPUT_LIMIT),
                                     readonly=readonly, door_socket=socket_path,
                                     stdin=self.stdin(ctx),
-                                    should_stop=lambda: spent.is_set() or ctx.should_stop(),
+                                    should_stop=lambda: bool(door and door.run.exhausted)
+                                    or ctx.should_stop(),
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))
         result = self.parse(ctx, proc)
         result.stdout, result.stderr = proc.stdout, proc.stderr
@@ -241,7 +224,7 @@ class AgentAdapter(ABC):
         if door is not None:
             record_wire(result, door.run)
         limit, cost = ctx.limits.max_cost_usd, result.metrics.cost_usd
-        spent_on = spent_reason[0] if spent_reason else door.run.exhausted if door else None
+        spent_on = door.run.exhausted if door else None
         if spent_on and not result.timed_out:  # the agent may have stopped on the refusal itself
             result.timed_out = True
             result.stop_reason = f"model gateway: {spent_on}"
@@ -251,6 +234,15 @@ class AgentAdapter(ABC):
         result.metrics.stop_reason = result.stop_reason
         return redact_result(result, Redactor([*secret_values(), *granted.values()]),
                              ctx.workspace)
+
+
+def gateway_budgets(ctx: AgentContext) -> RunBudgets:
+    """What the model gateway enforces live: the study's token and request budgets and the
+    trial's cost limit (the tighter of the fixture's and the study's)."""
+    budgets = ctx.budgets
+    return RunBudgets(max_tokens=budgets.max_tokens if budgets else None,
+                      max_requests=budgets.max_requests if budgets else None,
+                      max_cost_usd=ctx.limits.max_cost_usd)
 
 
 def redact_result(result: AgentResult, redactor: Redactor, workspace: Path) -> AgentResult:
