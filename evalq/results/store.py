@@ -21,6 +21,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from evalq.results.bulk import insert_missing
+from evalq.results.schema import add_missing
 from evalq.errors import UserError
 from evalq.urls import normalized_database_url
 
@@ -139,12 +140,18 @@ def removed_if_failed(url: str) -> Iterator[None]:
         raise
 
 
+_SCHEMA_CHECKED: set[str] = set()
+
+
 def init_db(url: str) -> Engine:
     engine = get_engine(url)
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
         SQLModel.metadata.create_all(engine)
+        if url not in _SCHEMA_CHECKED:  # a database from an earlier evalq, once per process
+            add_missing(engine, SQLModel.metadata)
+            _SCHEMA_CHECKED.add(url)
     except (OperationalError, InterfaceError) as exc:
         first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "refused"
         raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
