@@ -1,0 +1,137 @@
+"""Issue 18: the HTML report laid out by headless Chromium with long condition names.
+
+The layout is measured in the real browser (DevTools protocol, see headless_chromium.py): every
+SVG label inside its chart's viewBox, every HTML cell without hidden overflow, no word or
+number broken across lines, nothing wider than the page.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from headless_chromium import evaluate
+from report_native_rows import make_study
+
+from evalq.report.compute import compute_report
+from evalq.report.write import RENDERERS
+
+BASE = "claude-sonnet-baseline-without-any-repository-context"
+MAP = "claude-sonnet-with-repository-map-skill-v2"
+TOOLS = "claude-sonnet-with-code-search-tools-and-long-running-planner"
+TASKS = ("fix-null-pointer-in-session-cache", "t2", "migrate-config-loader")
+
+
+def _outcome(task, cond, rep):
+    """Mixed outcomes, and no valid run at all for TOOLS on t2 (an 'unavailable' cell)."""
+    if cond == TOOLS and task == "t2":
+        return "grading_failure"
+    if cond == BASE:
+        return "correct" if rep == 1 else ("incorrect" if task != "t2" else "timed_out")
+    if cond == MAP:
+        return "incorrect" if (task, rep) == (TASKS[0], 3) else "correct"
+    return "correct" if rep != 2 else "infrastructure_failure"
+
+
+@pytest.fixture(scope="module")
+def report_page(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("html-chromium")
+    conditions = [{"name": n, "agent": "scripted", "commit": c}
+                  for n, c in ((BASE, "aaa"), (MAP, "bbb"), (TOOLS, "ccc"))]
+    hypotheses = [{"id": f"H{i}", "metric": "tpr", "baseline": BASE, "candidate": cand,
+                   "primary": True} for i, cand in enumerate((MAP, TOOLS), 1)]
+    engine = make_study(f"sqlite:///{folder}/r.db", "long-names", tasks=TASKS,
+                        conditions=conditions, k=3, outcome=_outcome, hypotheses=hypotheses)
+    page = folder / "report.html"
+    page.write_text(RENDERERS["html"](compute_report(engine, "long-names", n_resamples=2000)))
+    return page
+
+
+# Collects every layout fault as a readable string. A "token" is a run of non-space,
+# non-hyphen characters, with a leading sign kept when it starts a chunk (so "-0.125" is one
+# token); a long name may wrap at its own hyphens, but no token may span two lines.
+MEASURE = r"""
+(() => {
+  const faults = [], tol = 0.5, seen = {svgText: 0, cells: 0, tokens: 0};
+  const inside = (r, box) => r.left >= box.left - tol && r.right <= box.right + tol &&
+                             r.top >= box.top - tol && r.bottom <= box.bottom + tol;
+  const fmt = r => `[${r.left.toFixed(1)},${r.right.toFixed(1)}]x[${r.top.toFixed(1)},${r.bottom.toFixed(1)}]`;
+  const page = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > page)
+    faults.push(`page scrolls sideways: ${document.documentElement.scrollWidth} > ${page}`);
+  for (const svg of document.querySelectorAll('svg')) {
+    const name = svg.getAttribute('aria-label'), box = svg.getBoundingClientRect();
+    const vb = svg.viewBox.baseVal;
+    if (box.right > page + tol) faults.push(`chart ${name} wider than the page`);
+    for (const t of svg.querySelectorAll('text')) {
+      seen.svgText++;
+      const b = t.getBBox();
+      if (b.x < vb.x - tol || b.x + b.width > vb.x + vb.width + tol || b.y < vb.y - tol ||
+          b.y + b.height > vb.y + vb.height + tol)
+        faults.push(`${name}: "${t.textContent}" outside the viewBox (bbox x ${b.x.toFixed(1)}..${(b.x + b.width).toFixed(1)}, y ${b.y.toFixed(1)}..${(b.y + b.height).toFixed(1)}; viewBox ${vb.width}x${vb.height})`);
+      if (!inside(t.getBoundingClientRect(), box))
+        faults.push(`${name}: "${t.textContent}" drawn outside the chart ${fmt(t.getBoundingClientRect())} vs ${fmt(box)}`);
+    }
+  }
+  for (const cell of document.querySelectorAll('td, th')) {
+    seen.cells++;
+    if (cell.scrollWidth > cell.clientWidth || cell.scrollHeight > cell.clientHeight)
+      faults.push(`cell "${cell.textContent}" overflows: scroll ${cell.scrollWidth}x${cell.scrollHeight} > client ${cell.clientWidth}x${cell.clientHeight}`);
+  }
+  // A table whose unbreakable content (a sha256 digest) is wider than the page must scroll
+  // inside its wrapper: reachable, not cut off.
+  const scrolling = [];
+  for (const wrap of document.querySelectorAll('div.table')) {
+    if (wrap.scrollWidth <= wrap.clientWidth) continue;
+    scrolling.push(wrap.querySelector('th').textContent);
+    if (!['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX))
+      faults.push(`table "${scrolling.at(-1)}..." cut off: ${wrap.scrollWidth} > ${wrap.clientWidth}`);
+  }
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const token = /(?:(?<![^\s\[(])[+\-])?[^\s\-]+/g;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest('svg, title, style')) continue;
+    for (const m of node.data.matchAll(token)) {
+      seen.tokens++;
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                            .map(r => Math.round(r.top)));
+      if (lines.size > 1) faults.push(`"${m[0]}" broken across ${lines.size} lines (in "${node.data}")`);
+    }
+  }
+  return {faults, seen, scrolling};
+})()
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 820])
+def test_no_label_is_clipped_or_broken_inside_a_word(report_page, tmp_path, width):
+    result = evaluate(report_page, MEASURE, tmp_path / "profile", width=width)
+    assert result["faults"] == [], "\n".join(result["faults"])
+    # The check looked at real content: all charts' labels, the tables, the long names.
+    assert result["seen"]["svgText"] >= 40 and result["seen"]["cells"] >= 50
+    assert result["seen"]["tokens"] >= 300
+
+
+NAMES = r"""
+(() => {
+  const labels = [...document.querySelectorAll('svg text')].map(t => t.textContent);
+  const cells = [...document.querySelectorAll('td, th')].map(c => c.textContent);
+  const width = name => Math.max(0, ...[...document.querySelectorAll('svg text')]
+    .filter(t => t.textContent === name).map(t => t.getComputedTextLength()));
+  return {labels, cells, mapWidth: width(%r)};
+})()
+""" % MAP
+
+
+def test_long_names_print_whole_and_missing_values_read_unavailable(report_page, tmp_path):
+    result = evaluate(report_page, NAMES, tmp_path / "profile")
+    labels = result["labels"]
+    for name in (BASE, MAP, TOOLS):
+        assert labels.count(name) >= 2, name  # outcome bar label and grid column header
+    assert f"{MAP} - {BASE}" in labels and f"{TOOLS} - {BASE}" in labels
+    assert result["mapWidth"] > 160  # the old fixed gutter could not have held it
+    assert "unavailable" in labels  # TOOLS has no valid run on t2
+    assert not any(t.startswith("-0.000") or "[-0.000" in t for t in labels + result["cells"])
+    assert "share of planned trials" in labels and "100%" in labels
