@@ -7,12 +7,15 @@ number broken across lines, nothing wider than the page.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from headless_chromium import evaluate
 from report_native_rows import make_study
 
 from evalq.report.compute import compute_report
+from evalq.report.textwidth import text_width
 from evalq.report.write import RENDERERS
 
 BASE = "claude-sonnet-baseline-without-any-repository-context"
@@ -135,3 +138,30 @@ def test_long_names_print_whole_and_missing_values_read_unavailable(report_page,
     assert "unavailable" in labels  # TOOLS has no valid run on t2
     assert not any(t.startswith("-0.000") or "[-0.000" in t for t in labels + result["cells"])
     assert "share of planned trials" in labels and "100%" in labels
+
+
+WIDTHS = r"""
+(() => {
+  const ctx = document.createElement('canvas').getContext('2d'), out = {};
+  for (const font of ['sans-serif', '"DejaVu Sans"', '"Liberation Sans"']) {
+    ctx.font = `12px ${font}`;
+    out[font] = TEXTS.map(t => ctx.measureText(t).width);
+  }
+  return out;
+})()
+"""
+
+
+def test_estimated_text_width_covers_what_chromium_draws(tmp_path):
+    """The gutters come from textwidth's estimate: it must never be narrower than the text
+    Chromium sets in the fonts here, nor so generous that charts waste a third of their width."""
+    texts = [BASE, MAP, TOOLS, "infrastructure_failure", "+0.667 [0.000, +1.000]",
+             "WWWW mmmm @@@", "difference (candidate - baseline)", "pass^k", "n=9, pending 1"]
+    page = tmp_path / "blank.html"
+    page.write_text("<!DOCTYPE html><html><body></body></html>")
+    measured = evaluate(page, WIDTHS.replace("TEXTS", json.dumps(texts)), tmp_path / "profile")
+    for font, widths in measured.items():
+        for text, width in zip(texts, widths):
+            assert 0 < width <= text_width(text, 12), (font, text, width, text_width(text, 12))
+    for text, width in zip(texts, measured['"DejaVu Sans"']):
+        assert text_width(text, 12) <= 1.1 * width, text
