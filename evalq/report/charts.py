@@ -117,7 +117,8 @@ def forest_plot(rows: list[dict[str, Any]]) -> str:
     rather than widening the gutter of every metric row."""
     gutter = _widest(r["metric"] for r in rows) + 2 * PAD
     plot_w, row_h, head_h = 360.0, 24, 22
-    zero = _sx(0.0, gutter, plot_w)
+    left = gutter + PAD  # room for a dot at -1 beside its label
+    zero = _sx(0.0, left, plot_w)
     body, values, y, previous = [], [], 0.0, None
     for row in rows:
         if row["comparison"] != previous:
@@ -132,22 +133,22 @@ def forest_plot(rows: list[dict[str, Any]]) -> str:
         body.append(_text(gutter - PAD, mid + 4, row["metric"], "end"))
         if row["delta"] is None or row["low"] is None or row["high"] is None:
             value = fmt.UNAVAILABLE
-            body.append(_text(gutter + plot_w + 2 * PAD, mid + 4, value, css="unavailable value",
+            body.append(_text(left + plot_w + 2 * PAD, mid + 4, value, css="unavailable value",
                               fill="#666"))
         else:
             value = f"{fmt.signed(row['delta'])} {fmt.interval(row['low'], row['high'], True)}"
-            body.append(f'<line class="ci" x1="{_sx(row["low"], gutter, plot_w):.1f}" '
-                        f'y1="{mid}" x2="{_sx(row["high"], gutter, plot_w):.1f}" y2="{mid}" '
+            body.append(f'<line class="ci" x1="{_sx(row["low"], left, plot_w):.1f}" '
+                        f'y1="{mid}" x2="{_sx(row["high"], left, plot_w):.1f}" y2="{mid}" '
                         'stroke="#0072b2" stroke-width="2"/>')
-            body.append(f'<circle class="delta" cx="{_sx(row["delta"], gutter, plot_w):.1f}" '
+            body.append(f'<circle class="delta" cx="{_sx(row["delta"], left, plot_w):.1f}" '
                         f'cy="{mid}" r="5" fill="#0072b2"><title>{escape(row["metric"])} '
                         f'{escape(row["comparison"])}: {escape(value)}</title></circle>')
-            body.append(_text(gutter + plot_w + 2 * PAD, mid + 4, value, css="value"))
+            body.append(_text(left + plot_w + 2 * PAD, mid + 4, value, css="value"))
         values.append(value)
         y += row_h
     ticks = [((t + 1) / 2, fmt.signed(t, 1)) for t in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-    axis = _axis(gutter, plot_w, y + 4, ticks, "difference (candidate - baseline)", y + 4)
-    width = max(gutter + plot_w + 2 * PAD + _widest(values or ["+1.0"]),
+    axis = _axis(left, plot_w, y + 4, ticks, "difference (candidate - baseline)", y + 4)
+    width = max(left + plot_w + 2 * PAD + _widest(values or ["+1.0"]),
                 _widest(r["comparison"] for r in rows)) + PAD
     return _svg(width, y + 44, axis + body, "Paired differences with 95% CIs")
 

@@ -35,18 +35,22 @@ def _outcome(task, cond, rep):
     return "correct" if rep != 2 else "infrastructure_failure"
 
 
+def _report_page(folder, names, tasks, outcome):
+    """The HTML report of a native study: three conditions, the first the baseline of both."""
+    conditions = [{"name": n, "agent": "scripted", "commit": c} for n, c in zip(names, "abc")]
+    hypotheses = [{"id": f"H{i}", "metric": "tpr", "baseline": names[0], "candidate": cand,
+                   "primary": True} for i, cand in enumerate(names[1:], 1)]
+    engine = make_study(f"sqlite:///{folder}/r.db", "study", tasks=tasks,
+                        conditions=conditions, k=3, outcome=outcome, hypotheses=hypotheses)
+    page = folder / "report.html"
+    page.write_text(RENDERERS["html"](compute_report(engine, "study", n_resamples=2000)))
+    return page
+
+
 @pytest.fixture(scope="module")
 def report_page(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("html-chromium")
-    conditions = [{"name": n, "agent": "scripted", "commit": c}
-                  for n, c in ((BASE, "aaa"), (MAP, "bbb"), (TOOLS, "ccc"))]
-    hypotheses = [{"id": f"H{i}", "metric": "tpr", "baseline": BASE, "candidate": cand,
-                   "primary": True} for i, cand in enumerate((MAP, TOOLS), 1)]
-    engine = make_study(f"sqlite:///{folder}/r.db", "long-names", tasks=TASKS,
-                        conditions=conditions, k=3, outcome=_outcome, hypotheses=hypotheses)
-    page = folder / "report.html"
-    page.write_text(RENDERERS["html"](compute_report(engine, "long-names", n_resamples=2000)))
-    return page
+    return _report_page(tmp_path_factory.mktemp("html-chromium"), (BASE, MAP, TOOLS), TASKS,
+                        _outcome)
 
 
 # Collects every layout fault as a readable string. A "token" is a run of non-space,
@@ -115,6 +119,17 @@ def test_no_label_is_clipped_or_broken_inside_a_word(report_page, tmp_path, widt
     # The check looked at real content: all charts' labels, the tables, the long names.
     assert result["seen"]["svgText"] >= 40 and result["seen"]["cells"] >= 50
     assert result["seen"]["tokens"] >= 300
+
+
+def test_short_names_fit_too(tmp_path):
+    """Short names shrink the gutters and the charts' minimum width wraps the legend."""
+    names = ("a", "b", "c")
+    page = _report_page(tmp_path, names, ("t1", "t2"),
+                        lambda task, cond, rep: "correct" if rep != 2 or cond == "a" else
+                        ("timed_out" if task == "t1" else "infrastructure_failure"))
+    result = evaluate(page, MEASURE, tmp_path / "profile", width=820)
+    assert result["faults"] == [], "\n".join(result["faults"])
+    assert result["seen"]["svgText"] >= 30
 
 
 NAMES = r"""
