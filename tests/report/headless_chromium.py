@@ -92,7 +92,8 @@ def evaluate(page: Path, expression: str, profile: Path, *, width: int = 1280,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         port = _devtools_port(profile, proc, time.monotonic() + timeout)
-        return asyncio.run(asyncio.wait_for(_call(port, page.as_uri(), expression, timeout), timeout))
+        call = _call(port, page.as_uri(), expression, timeout)
+        return asyncio.run(asyncio.wait_for(call, timeout))
     finally:
         proc.terminate()
         try:

@@ -8,6 +8,7 @@ number broken across lines, nothing wider than the page.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,63 +54,7 @@ def report_page(tmp_path_factory):
                         _outcome)
 
 
-# Collects every layout fault as a readable string. A "token" is a run of non-space,
-# non-hyphen characters, with a leading sign kept when it starts a chunk (so "-0.125" is one
-# token); a long name may wrap at its own hyphens, but no token may span two lines.
-MEASURE = r"""
-(() => {
-  const faults = [], tol = 0.5, seen = {svgText: 0, cells: 0, tokens: 0};
-  const inside = (r, box) => r.left >= box.left - tol && r.right <= box.right + tol &&
-                             r.top >= box.top - tol && r.bottom <= box.bottom + tol;
-  const fmt = r => `[${r.left.toFixed(1)},${r.right.toFixed(1)}]x[${r.top.toFixed(1)},${r.bottom.toFixed(1)}]`;
-  const page = document.documentElement.clientWidth;
-  if (document.documentElement.scrollWidth > page)
-    faults.push(`page scrolls sideways: ${document.documentElement.scrollWidth} > ${page}`);
-  for (const svg of document.querySelectorAll('svg')) {
-    const name = svg.getAttribute('aria-label'), box = svg.getBoundingClientRect();
-    const vb = svg.viewBox.baseVal;
-    if (box.right > page + tol) faults.push(`chart ${name} wider than the page`);
-    for (const t of svg.querySelectorAll('text')) {
-      seen.svgText++;
-      const b = t.getBBox();
-      if (b.x < vb.x - tol || b.x + b.width > vb.x + vb.width + tol || b.y < vb.y - tol ||
-          b.y + b.height > vb.y + vb.height + tol)
-        faults.push(`${name}: "${t.textContent}" outside the viewBox (bbox x ${b.x.toFixed(1)}..${(b.x + b.width).toFixed(1)}, y ${b.y.toFixed(1)}..${(b.y + b.height).toFixed(1)}; viewBox ${vb.width}x${vb.height})`);
-      if (!inside(t.getBoundingClientRect(), box))
-        faults.push(`${name}: "${t.textContent}" drawn outside the chart ${fmt(t.getBoundingClientRect())} vs ${fmt(box)}`);
-    }
-  }
-  for (const cell of document.querySelectorAll('td, th')) {
-    seen.cells++;
-    if (cell.scrollWidth > cell.clientWidth || cell.scrollHeight > cell.clientHeight)
-      faults.push(`cell "${cell.textContent}" overflows: scroll ${cell.scrollWidth}x${cell.scrollHeight} > client ${cell.clientWidth}x${cell.clientHeight}`);
-  }
-  // A table whose unbreakable content (a sha256 digest) is wider than the page must scroll
-  // inside its wrapper: reachable, not cut off.
-  const scrolling = [];
-  for (const wrap of document.querySelectorAll('div.table')) {
-    if (wrap.scrollWidth <= wrap.clientWidth) continue;
-    scrolling.push(wrap.querySelector('th').textContent);
-    if (!['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX))
-      faults.push(`table "${scrolling.at(-1)}..." cut off: ${wrap.scrollWidth} > ${wrap.clientWidth}`);
-  }
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  const token = /(?:(?<![^\s\[(])[+\-])?[^\s\-]+/g;
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    if (node.parentElement.closest('svg, title, style')) continue;
-    for (const m of node.data.matchAll(token)) {
-      seen.tokens++;
-      const range = document.createRange();
-      range.setStart(node, m.index);
-      range.setEnd(node, m.index + m[0].length);
-      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0)
-                            .map(r => Math.round(r.top)));
-      if (lines.size > 1) faults.push(`"${m[0]}" broken across ${lines.size} lines (in "${node.data}")`);
-    }
-  }
-  return {faults, seen, scrolling};
-})()
-"""
+MEASURE = (Path(__file__).with_name("layout_faults.js")).read_text()
 
 
 @pytest.mark.parametrize("width", [1280, 820])
