@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_HOME := $(CURDIR)/.evalq-demo
 
-.PHONY: demo test venv sandbox docker bench clean
+.PHONY: demo test venv sandbox docker chromium bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,17 @@ docker: sandbox
 	bash scripts/ensure-docker.sh
 	bash scripts/build-grader-images.sh
 
+## Headless Chromium for the HTML report's layout test.
+chromium:
+	bash scripts/ensure-chromium.sh
+
 ## Run the demo study on the embedded default (no servers) and print where the report is.
 demo: venv sandbox
 	rm -rf $(DEMO_HOME)
 	cd examples/demo && EVALQ_HOME=$(DEMO_HOME) ../../$(VENV)/bin/evalq run study.toml
 
 ## Install everything the tests need (system packages, Docker engine, grader images) and run them all.
-test: venv docker
+test: venv docker chromium
 	EVALQ_AGENT_PATH="$$(bash scripts/install-test-agents.sh)" $(PY) -m pytest -q --basetemp=$(CURDIR)/.pytest-tmp
 
 bench: venv sandbox

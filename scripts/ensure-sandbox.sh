@@ -11,9 +11,8 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 # debootstrap builds the toolchain rootfs trees bubblewrap grades in (build-grader-images.sh).
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
-# With --test: what only the test suite needs (headless Chromium for the HTML report check).
+# With --test: what only the test suite needs (Chromium: scripts/ensure-chromium.sh).
 if [ "${1:-}" = "--test" ]; then
-  command -v chromium >/dev/null 2>&1 || need+=(chromium)
   # opencode's skill, grep and glob tools run ripgrep; without one on PATH it downloads its own
   command -v rg >/dev/null 2>&1 || need+=(ripgrep)
 fi

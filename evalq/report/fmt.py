@@ -7,12 +7,24 @@ from typing import Any, Optional
 UNAVAILABLE = "unavailable"
 
 
+def _unsigned_zero(value: float, digits: int) -> float:
+    """A value that rounds to zero prints as 0, never '-0.000': a bootstrap bound of -1e-17 is
+    zero to the reader, and a minus sign there reads as a (tiny) negative effect."""
+    rounded = round(value, digits)
+    return 0.0 if rounded == 0 else rounded
+
+
 def rate(value: Optional[float]) -> str:
-    return UNAVAILABLE if value is None else f"{value:.1%}"
+    return UNAVAILABLE if value is None else f"{_unsigned_zero(value, 3):.1%}"
+
+
+def percent(value: Optional[float]) -> str:
+    """Whole percent, for chart cells with little room."""
+    return UNAVAILABLE if value is None else f"{_unsigned_zero(value, 2):.0%}"
 
 
 def number(value: Optional[float], digits: int = 3) -> str:
-    return UNAVAILABLE if value is None else f"{value:.{digits}f}"
+    return UNAVAILABLE if value is None else f"{_unsigned_zero(value, digits):.{digits}f}"
 
 
 def count(value: Optional[int]) -> str:
@@ -23,8 +35,12 @@ def usd(value: Optional[float]) -> str:
     return UNAVAILABLE if value is None else f"${value:,.4f}"
 
 
-def signed(value: Optional[float]) -> str:
-    return UNAVAILABLE if value is None else f"{value:+.3f}"
+def signed(value: Optional[float], digits: int = 3) -> str:
+    """'+0.125' / '-0.125'; zero carries no sign ('0.000'), as it is neither gain nor loss."""
+    if value is None:
+        return UNAVAILABLE
+    value = _unsigned_zero(value, digits)
+    return f"{value:.{digits}f}" if value == 0 else f"{value:+.{digits}f}"
 
 
 def interval(low: Optional[float], high: Optional[float], signed_values: bool = False) -> str:

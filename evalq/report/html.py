@@ -15,11 +15,15 @@ from evalq.report.charts import forest_plot, outcomes_chart, pass_rate_grid
 from evalq.report.markdown import render_markdown
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+# Words and numbers never break inside (no overflow-wrap:anywhere, which split "incorrect"
+# into "incorre ct"); long names still wrap at their own hyphens, and a table too wide for the
+# page scrolls inside its wrapper instead of being cut off. Charts scale down, never clip.
 STYLE = """
 body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 8px;
-text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#f3f3f3}code{background:#f3f3f3}
-.chart{display:block;margin:.5em 0 1.5em}
+.table{overflow-x:auto;margin:.5em 0 1em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;font-size:13px;
+overflow-wrap:normal;word-break:normal;hyphens:manual}th{background:#f3f3f3}code{background:#f3f3f3}
+.chart{display:block;margin:.5em 0 1.5em;max-width:100%;height:auto}
 """
 
 
@@ -61,7 +65,8 @@ def markdown_to_html(markdown: str, links: dict[str, str] | None = None) -> list
             continue
         elif line.startswith("|"):
             head = _cells(line)
-            out.append("<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head)
+            out.append('<div class="table"><table><thead><tr>'
+                       + "".join(f"<th>{_inline(c)}</th>" for c in head)
                        + "</tr></thead><tbody>")
             i += 2
             while i < len(lines) and lines[i].startswith("|"):
@@ -69,7 +74,7 @@ def markdown_to_html(markdown: str, links: dict[str, str] | None = None) -> list
                 out.append("<tr>" + _first_cell(cells[0], links)
                            + "".join(f"<td>{_inline(c)}</td>" for c in cells[1:]) + "</tr>")
                 i += 1
-            out.append("</tbody></table>")
+            out.append("</tbody></table></div>")
             continue
         elif line.strip():
             out.append(f"<p>{_inline(line)}</p>")
@@ -78,15 +83,15 @@ def markdown_to_html(markdown: str, links: dict[str, str] | None = None) -> list
 
 
 def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per compared metric; the metric and the pair are separate label lines."""
     rows = []
     several = len(report["tracks"]) > 1
     for comp in report["comparisons"]:
         for metric, m in comp["metrics"].items():
-            label = f"{LABELS[metric]} {comp['candidate']} - {comp['baseline']}"
-            if several:
-                label += f" ({comp['track']})"
-            rows.append({"label": label, "delta": m["delta"], "low": m["ci_low"],
-                         "high": m["ci_high"]})
+            metric_label = LABELS[metric] + (f" ({comp['track']})" if several else "")
+            rows.append({"metric": metric_label,
+                         "comparison": f"{comp['candidate']} - {comp['baseline']}",
+                         "delta": m["delta"], "low": m["ci_low"], "high": m["ci_high"]})
     return rows
 
 

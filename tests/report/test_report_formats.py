@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from evalq.report.compute import compute_report
 from evalq.report.write import RENDERERS
+from headless_chromium import require_chromium
 from report_native_rows import make_study
 
 FORBIDDEN = re.compile(r"signific|p[-_ ]?value|permutation|holm|\bp \(|reject|confirmatory",
@@ -93,11 +93,7 @@ def test_commit_comparison_mode_has_intervals_and_no_significance_wording(tmp_pa
 
 
 def _chromium():
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.fail("chromium is not installed; install it with: apt-get install -y chromium "
-                    "(scripts/ensure-sandbox.sh does)", pytrace=False)
-    return exe
+    return str(require_chromium())
 
 
 def test_html_renders_in_headless_chromium_without_console_errors(tmp_path):
