@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from conftest import EVALQ, PY_FIXTURES
+from conftest import EVALQ
 
-from planning_pilots import insert_pilot
+from planning_pilots import insert_pilot, manifest
 
 
 def cli(args, env_extra, timeout=600):
@@ -19,38 +19,6 @@ def cli(args, env_extra, timeout=600):
     env.update(env_extra)
     return subprocess.run([*EVALQ, *args], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=timeout)
-
-
-def manifest(folder, fixtures_dir, study_id, repetitions):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{study_id}.toml"
-    listed = ", ".join(f'"{(fixtures_dir / n).as_posix()}"' for n in PY_FIXTURES)
-    path.write_text(f'''
-id = "{study_id}"
-fixtures = [{listed}]
-repetitions = {repetitions}
-seed = 3
-
-[budgets]
-wall_seconds = 120
-
-[[conditions]]
-name = "good"
-agent = "scripted"
-settings = {{ action = "solution", solution = "correct", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.05 }} }}
-
-[[conditions]]
-name = "bad"
-agent = "scripted"
-settings = {{ action = "solution", solution = "incorrect", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.02 }} }}
-
-[[hypotheses]]
-id = "H1"
-metric = "tpr"
-baseline = "bad"
-candidate = "good"
-''')
-    return path
 
 
 def one_line_error(proc):
