@@ -51,10 +51,13 @@ class Floors:
                            "primary claims" if self.lowered else PROTOCOL)}
 
 
-def ranking_basis(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the eligible designs are ranked by: cost where every row has one, else wall time, else trials."""
+def ranking_basis(rows: list[dict[str, Any]], partial_cost: bool = False) -> dict[str, Any]:
+    """What designs are ranked by: cost where every row has one, else wall time, else trials."""
     if rows and all(r["forecast_cost_usd"] is not None for r in rows):
-        return {"by": "expected cost", "note": None}
+        return {"by": "expected cost",
+                "note": ("the cost forecast is partial (not every pilot attempt reports a cost): "
+                         "the ranking assumes the unpriced attempts cost like the priced ones")
+                if partial_cost else None}
     if rows and all(r["forecast_wall_seconds"] is not None for r in rows):
         return {"by": "wall time", "note": "the forecast cost is unavailable, so designs are "
                                            "ranked by forecast wall time, then trials"}
@@ -72,12 +75,12 @@ def _key(row: dict[str, Any], by: str) -> tuple:
     return tail
 
 
-def recommend(rows: list[dict[str, Any]], floors: Floors,
-              target_power: float) -> tuple[Optional[dict[str, Any]], Optional[str], dict[str, Any]]:
+def recommend(rows: list[dict[str, Any]], floors: Floors, target_power: float,
+              partial_cost: bool = False) -> tuple[Optional[dict[str, Any]], Optional[str], dict[str, Any]]:
     """(chosen row or None, why none, ranking basis) over grid rows carrying meets_target,
     trials and the forecast_cost_usd / forecast_wall_seconds of each design."""
     eligible = [r for r in rows if r["meets_target"] and floors.admits(r["tasks"], r["repetitions"])]
-    basis = ranking_basis(eligible)
+    basis = ranking_basis(rows, partial_cost)
     if eligible:
         return min(eligible, key=lambda r: _key(r, basis["by"])), None, basis
     below = [r for r in rows if r["meets_target"]]
@@ -88,5 +91,13 @@ def recommend(rows: list[dict[str, Any]], floors: Floors,
                       f"{small['tasks']} tasks × {small['repetitions']}; widen the grid with "
                       "--tasks/--repetitions, or lower the floors explicitly with "
                       "--min-tasks/--min-repetitions"), basis
+    best = {}
+    for r in rows:
+        for metric, result in (r.get("metrics") or {}).items():
+            if metric not in best or result["power"] > best[metric][0]:
+                best[metric] = (result["power"], r["tasks"], r["repetitions"])
+    shortfall = "; ".join(f"{m} at best {p:.3f} ({n} tasks × {k})" for m, (p, n, k) in best.items()
+                          if p < target_power)
     return None, (f"no design in the grid reaches power {target_power} on every planned "
-                  "metric; widen it with --tasks/--repetitions or plan for a larger effect"), basis
+                  "metric" + (f" ({shortfall})" if shortfall else "")
+                  + "; widen it with --tasks/--repetitions or plan for a larger effect"), basis

@@ -222,7 +222,7 @@ def make_plan(study: Any, pilot: Pilot, target: PlanTarget = PlanTarget(), *,
     dists = run_distributions(pilot)
     rows = [_design_row(r, shape, target, floors, dists, workers) for r in grid]
     current = next(r for r in rows if (r["tasks"], r["repetitions"]) == (shape.tasks, shape.repetitions))
-    chosen, why_none, ranking = recommend(rows, floors, target.power)
+    chosen, why_none, ranking = recommend(rows, floors, target.power, dists.cost_usd.partial)
     shown = chosen or current
     half_widths = {m: v["ci_half_width"] for m, v in shown["metrics"].items()}
     warn, reasons = power_warning(shown["tasks"], shown["repetitions"], half_widths)

@@ -38,6 +38,11 @@ def test_lowered_floors_are_explicit():
         Floors(min_repetitions=0).check()
 
 
+def test_a_partial_cost_ranking_says_so():
+    _, _, basis = recommend(GRID, Floors(), 0.8, partial_cost=True)
+    assert basis["by"] == "expected cost" and "partial" in basis["note"]
+
+
 def test_without_cost_the_ranking_falls_back_to_wall_time_then_trials():
     no_cost = [dict(r, forecast_cost_usd=None) for r in GRID]
     chosen, _, basis = recommend(no_cost, Floors(), 0.8)

@@ -179,3 +179,31 @@ def test_rfr_is_planned_when_the_pilot_has_it():
     assert draws["rfr"].mean() == pytest.approx(0.10, abs=0.004)
     without = pilot_sampler(pilot_from_rows("p", pilot_rows([2] * 10, 4)), "base", ("tpr", "rfr"))
     assert without.metrics == ("tpr",)
+
+
+def tasks_needed(p: np.ndarray, effect: float, k: int, alpha: float = 0.05, power: float = 0.8):
+    """Closed-form paired z-test sample size for true baseline rates p under the bounded effect."""
+    q = np.clip(p + effect, 0, 1)
+    variance = float(np.var(q - p)) + float(np.mean(p * (1 - p) + q * (1 - q))) / k
+    return (norm.ppf(1 - alpha / 2) + norm.ppf(power)) ** 2 * variance / float(np.mean(q - p)) ** 2
+
+
+def test_tasks_needed_from_a_noisy_pilot_match_the_truth():
+    # A pilot of 300 tasks × 3 runs drawn from true rates Beta(2, 2). Planned from the shrunk
+    # rates, the tasks needed are within 10% of those the true rates need; read as true rates,
+    # the old model's per-task differences (observed candidate - baseline, plus the effect)
+    # needed about 60% more.
+    rng = np.random.default_rng(21)
+    true = rng.beta(2, 2, size=300)
+    base = rng.binomial(3, true)
+    cand = rng.binomial(3, true)
+    rows = [{"task": f"t{t}", "condition": c, "passed": rep < n, "repetition": rep}
+            for t in range(300) for c, counts in (("base", base), ("cand", cand))
+            for n in (counts[t],) for rep in range(3)]
+    sampler = pilot_sampler(pilot_from_rows("p", rows), "base")
+    truth = tasks_needed(rng.beta(2, 2, size=400_000), 0.1, 3)
+    assert tasks_needed(sampler.baseline_rates, 0.1, 3) == pytest.approx(truth, rel=0.10)
+    b, c = base / 3, cand / 3
+    old_variance = np.var(c - b) + np.mean(b * (1 - b) + c * (1 - c)) / 3
+    old = (norm.ppf(0.975) + norm.ppf(0.8)) ** 2 * old_variance / 0.1 ** 2
+    assert old > 1.4 * truth
