@@ -12,10 +12,10 @@ from evalq.planning.simulate import (DesignResult, MetricPower, pilot_sampler, p
 from evalq.planning.study_plan import PlanTarget, make_plan
 
 __all__ = [
-    "DesignResult", "Floors", "MetricPower", "PairEstimates", "Shrinkage", "Pilot", "PilotRun", "PlanTarget", "RunDistributions",
-    "check_launch", "confirm_threshold", "forecast", "forecast_lines", "launch_forecast",
-    "load_pilot", "make_plan", "pair_estimates", "pilot_from_rows", "pilot_from_views",
-    "pilot_sampler", "planning_section", "power_grid", "read_planning", "recommend",
-    "run_distributions", "shrink_rates", "sign_flip_pvalues", "simulate_design", "write_planning",
-    "attempts_recorded",
+    "DesignResult", "Floors", "MetricPower", "PairEstimates", "Pilot", "PilotRun", "PlanTarget",
+    "RunDistributions", "Shrinkage", "attempts_recorded", "check_launch", "confirm_threshold",
+    "forecast", "forecast_lines", "launch_forecast", "load_pilot", "make_plan", "pair_estimates",
+    "pilot_from_rows", "pilot_from_views", "pilot_sampler", "planning_section", "power_grid",
+    "read_planning", "recommend", "run_distributions", "shrink_rates", "sign_flip_pvalues",
+    "simulate_design", "write_planning",
 ]

@@ -19,8 +19,9 @@ class PilotRun:
     """One pilot trial: the counted outcome, plus what all its attempts cost and took.
 
     ``passed`` is None for a trial without a valid outcome (grading or infrastructure failure,
-    or still pending); ``regression_free`` is None without a rater's regression score. ``cost_usd``/``duration_seconds`` hold one value per attempt, None where
-    the attempt did not report it.
+    or still pending); ``regression_free`` is None without a rater's regression score.
+    ``cost_usd``/``duration_seconds`` hold one value per attempt, None where the attempt did
+    not report it.
     """
 
     task: str

@@ -153,7 +153,9 @@ def test_plan_with_a_costless_pilot_says_why(tmp_path, fixture_copies):
 @pytest.mark.parametrize("flags, field", [(["--effect", "0"], "--effect"),
                                           (["--power", "1.5"], "--power"),
                                           (["--workers", "0"], "--workers"),
-                                          (["--tasks", "ten"], "--tasks")])
+                                          (["--tasks", "ten"], "--tasks"),
+                                          (["--min-tasks", "0"], "--min-tasks"),
+                                          (["--min-repetitions", "-1"], "--min-repetitions")])
 def test_bad_plan_input_is_one_line(tmp_path, fixture_copies, flags, field):
     home = tmp_path / "home"
     insert_pilot(home / "evalq.db", "p", [{"task": "a", "condition": "good",
