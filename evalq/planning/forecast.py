@@ -129,6 +129,7 @@ def forecast(dists: RunDistributions, trials: int, workers: Optional[int]) -> di
         "wall_seconds": {
             **dur.status("a duration"),
             "available": wall_reason is None and not dur.partial,
+            "partial": wall_reason is None and dur.partial,
             "reason": wall_reason,
             "waves": waves,
             "per_run": {"median": dur.median, "p90": dur.p90, "mean": dur.mean},
