@@ -101,8 +101,8 @@ def choose_pair(shape: StudyShape, pilot: Pilot, baseline: Optional[str],
                 return base, cand, source
     if len(known) >= 2:
         return known[0], known[1], "the pilot's first two conditions"
-    return known[0], known[0], ("the pilot has one condition: both arms are resampled from it, "
-                                "so the candidate is assumed to vary like the baseline")
+    return known[0], known[0], ("the pilot has one condition: it is the baseline, and the "
+                                "candidate is the baseline plus the effect")
 
 
 def _assumptions(pair_source: str, target: PlanTarget, k_pilot: Optional[float], alpha_each: float,
