@@ -36,14 +36,25 @@ def _counts(text: str | None, flag: str) -> list[int] | None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--baseline", default=None, help="Pilot condition to use as the baseline.")
 @click.option("--candidate", default=None, help="Pilot condition to use as the candidate.")
+@click.option("--min-tasks", default=30, show_default=True, type=int,
+              help="Fewest tasks a recommended design may have (seed 003: 30; lower only on purpose).")
+@click.option("--min-repetitions", default=3, show_default=True, type=int,
+              help="Fewest runs per (task, condition) a recommended design may have (seed 003: 3).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--write-lock", is_flag=True, help="Record the plan in the study lock.")
+@click.option("--force", is_flag=True,
+              help="With --write-lock: record a plan for a study that has already run (marked so).")
 def plan(study: str, pilot: str, effect: float, alpha: float, target_power: float,
          workers: int | None, tasks: str | None, reps: str | None, simulations: int, seed: int,
-         baseline: str | None, candidate: str | None, as_json: bool, write_lock: bool) -> None:
-    """Simulate power and CI width over a grid of designs from a pilot, and forecast cost and time."""
+         baseline: str | None, candidate: str | None, min_tasks: int, min_repetitions: int,
+         as_json: bool, write_lock: bool, force: bool) -> None:
+    """Simulate power and CI width over a grid of designs from a pilot, and forecast cost and time.
+
+    Recommends the cheapest design meeting the power target on every primary metric (each at
+    alpha / m for Holm over m primary hypotheses) and the protocol's floors."""
     from evalq.study.manifest import load_manifest
-    from evalq.planning import PlanTarget, load_pilot, make_plan, write_planning
+    from evalq.planning import Floors, PlanTarget, attempts_recorded, load_pilot, make_plan, write_planning
+    from evalq.planning.lock import preregistration
     from evalq.planning.render import plan_text
     from evalq.cli.common import engine_and_settings, study_id_of
 
@@ -53,8 +64,13 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
     if simulations < 100:
         raise UserError(f"--simulations {simulations} is too few to estimate power",
                         field="--simulations", fix="use at least 100 (1000 by default)")
+    floors = Floors(min_tasks, min_repetitions)
+    floors.check()
     manifest = load_manifest(study)
     engine, _ = engine_and_settings()
+    attempts = attempts_recorded(engine, manifest.id) if write_lock else 0
+    if write_lock:
+        preregistration(manifest, attempts, force)  # refuse before simulating, not after
     pilot_data = load_pilot(engine, study_id_of(pilot))
     from evalq.cli.progress import Tally, TrialProgress
 
@@ -74,13 +90,13 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
         result = make_plan(manifest, pilot_data, PlanTarget(effect, alpha, target_power),
                            workers=workers, task_counts=_counts(tasks, "--tasks"),
                            repetitions=_counts(reps, "--repetitions"), simulations=simulations,
-                           seed=seed, baseline=baseline, candidate=candidate,
+                           seed=seed, baseline=baseline, candidate=candidate, floors=floors,
                            on_design=on_design)
     finally:
         progress.close()
     lock_path = None
     if write_lock:
-        _, lock_path = write_planning(manifest, result)
+        _, lock_path = write_planning(manifest, result, attempts=attempts, force=force)
         result["lock"] = str(lock_path)
     if as_json:
         click.echo(json.dumps(result, indent=2))

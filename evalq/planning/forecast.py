@@ -4,7 +4,8 @@ Each total is given at the pilot's per-run median and 90th percentile (numpy's l
 interpolation), and cost also at the mean (the expected total). Every attempt is a run: the
 pilot's attempts per trial scale the number of runs, so retries are paid for. Wall time
 assumes the runs go out in waves of ``workers`` at a time. Anything the pilot cannot say is
-None with a reason, never 0.
+None with a reason, never 0. When only some pilot attempts report a quantity, its totals
+extrapolate from those and are marked partial with the coverage, not available.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ class Distribution:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def partial(self) -> bool:
+        return self.unavailable_reason is None and self.runs_without_value > 0
+
+    def coverage(self) -> dict[str, Any]:
+        total = self.runs_with_value + self.runs_without_value
+        return {"attempts_with_value": self.runs_with_value, "attempts": total,
+                "share": self.runs_with_value / total if total else None}
+
+    def status(self, what: str) -> dict[str, Any]:
+        """available (every attempt reports it), partial (some do: with a note) or neither."""
+        note = None
+        if self.partial:
+            cov = self.coverage()
+            note = (f"partial: {cov['attempts_with_value']} of {cov['attempts']} pilot attempts "
+                    f"report {what} ({cov['share']:.0%}); the forecast assumes the other "
+                    f"{self.runs_without_value} are like them")
+        return {"available": self.unavailable_reason is None and not self.partial,
+                "partial": self.partial, "coverage": self.coverage(), "note": note}
 
 
 @dataclass(frozen=True)
@@ -86,11 +107,6 @@ def forecast(dists: RunDistributions, trials: int, workers: Optional[int]) -> di
     """Totals for ``trials`` trials on ``workers`` agent workers, as plain data for JSON and text."""
     runs = None if dists.attempts_per_trial is None else trials * dists.attempts_per_trial
     cost, dur = dists.cost_usd, dists.duration_seconds
-    cost_note = None
-    if cost.unavailable_reason is None and cost.runs_without_value:
-        cost_note = (f"{cost.runs_without_value} of {cost.runs_with_value + cost.runs_without_value} "
-                     "pilot attempts have no cost and are left out; the forecast assumes they "
-                     "cost like the rest")
     waves = None if runs is None or not workers else math.ceil(runs / workers - 1e-9)
     wall_reason = dur.unavailable_reason
     if wall_reason is None and not workers:
@@ -103,16 +119,17 @@ def forecast(dists: RunDistributions, trials: int, workers: Optional[int]) -> di
         "attempts_per_trial": dists.attempts_per_trial,
         "workers": workers,
         "cost_usd": {
-            "available": cost.unavailable_reason is None,
+            **cost.status("a cost"),
             "reason": cost.unavailable_reason,
-            "note": cost_note,
             "per_run": {"median": cost.median, "p90": cost.p90, "mean": cost.mean},
             "total_at_median": _times(runs, cost.median),
             "total_at_p90": _times(runs, cost.p90),
             "expected_total": _times(runs, cost.mean),
         },
         "wall_seconds": {
-            "available": wall_reason is None,
+            **dur.status("a duration"),
+            "available": wall_reason is None and not dur.partial,
+            "partial": wall_reason is None and dur.partial,
             "reason": wall_reason,
             "waves": waves,
             "per_run": {"median": dur.median, "p90": dur.p90, "mean": dur.mean},
@@ -140,17 +157,21 @@ def forecast_lines(fc: dict[str, Any]) -> list[str]:
     lines = [f"forecast for {fc['trials']} trials"
              + (f" ({fc['runs']:.0f} runs at {fc['attempts_per_trial']:.2f} attempts per trial)"
                 if fc["runs"] is not None else "")]
-    if cost["available"]:
-        lines.append(f"  cost: {_money(cost['total_at_median'])} at the pilot's median run, "
+    if cost["reason"] is None:
+        lines.append(f"  cost{' (partial)' if cost['partial'] else ''}: "
+                     f"{_money(cost['total_at_median'])} at the pilot's median run, "
                      f"{_money(cost['total_at_p90'])} at its 90th percentile, "
                      f"{_money(cost['expected_total'])} expected (mean)")
         if cost["note"]:
             lines.append(f"  note: {cost['note']}")
     else:
         lines.append(f"  cost: unavailable: {cost['reason']}")
-    if wall["available"]:
-        lines.append(f"  wall time on {fc['workers']} agent workers: {_clock(wall['at_median'])} "
+    if wall["reason"] is None:
+        lines.append(f"  wall time{' (partial)' if wall['partial'] else ''} on {fc['workers']} "
+                     f"agent workers: {_clock(wall['at_median'])} "
                      f"at the median run, {_clock(wall['at_p90'])} at the 90th percentile")
+        if wall["note"]:
+            lines.append(f"  note: {wall['note']}")
     else:
         lines.append(f"  wall time: unavailable: {wall['reason']}")
     return lines

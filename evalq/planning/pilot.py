@@ -1,7 +1,8 @@
-"""A pilot study reduced to what planning needs: one row per agent run (task, condition, passed, cost, duration).
+"""A pilot study reduced to what planning needs: one row per agent run (task, condition, passed, RFR, cost, duration).
 
-The reader works over trial views (which attempt counts, SPEC D3), so any study whose rows are
-in the results database plans the same way, whether it was run here or imported.
+The reader works over the analysis' runs (which attempt counts, SPEC D3, and the adjudicated
+rater scores of an imported study), so any study whose rows are in the results database plans
+the same way, and reads the same outcomes as its report, whether it was run here or imported.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ class PilotRun:
     """One pilot trial: the counted outcome, plus what all its attempts cost and took.
 
     ``passed`` is None for a trial without a valid outcome (grading or infrastructure failure,
-    or still pending). ``cost_usd``/``duration_seconds`` hold one value per attempt, None where
-    the attempt did not report it.
+    or still pending); ``regression_free`` is None without a rater's regression score.
+    ``cost_usd``/``duration_seconds`` hold one value per attempt, None where the attempt did
+    not report it.
     """
 
     task: str
@@ -28,6 +30,7 @@ class PilotRun:
     passed: Optional[bool]
     cost_usd: tuple[Optional[float], ...] = ()
     duration_seconds: tuple[Optional[float], ...] = ()
+    regression_free: Optional[bool] = None
 
     @property
     def attempts(self) -> int:
@@ -53,10 +56,14 @@ class Pilot:
 
     def outcomes(self, condition: str) -> dict[str, list[Optional[bool]]]:
         """{task: [passed, ...]} for one condition, the input shape of evalq.stats metrics."""
+        return self.values(condition, "passed")
+
+    def values(self, condition: str, name: str) -> dict[str, list[Optional[bool]]]:
+        """{task: [run.<name>, ...]} for one condition ("passed" or "regression_free")."""
         out: dict[str, list[Optional[bool]]] = {}
         for run in self.runs:
             if run.condition == condition:
-                out.setdefault(run.task, []).append(run.passed)
+                out.setdefault(run.task, []).append(getattr(run, name))
         return out
 
     @property
@@ -100,38 +107,46 @@ def attempt_duration(attempt: Any) -> Optional[float]:
     return None
 
 
+def pilot_run(view: Any, passed: Optional[bool], regression_free: Optional[bool] = None) -> PilotRun:
+    """One pilot run from a TrialView-like object (fixture_id, condition, repetition, attempts)."""
+    finished = [a for a in view.attempts if getattr(a, "outcome", None) is not None]
+    return PilotRun(task=view.fixture_id, condition=view.condition, repetition=view.repetition,
+                    passed=passed, regression_free=regression_free,
+                    cost_usd=tuple(attempt_cost(a.metrics) for a in finished),
+                    duration_seconds=tuple(attempt_duration(a) for a in finished))
+
+
 def pilot_from_views(study_id: str, views: Iterable[Any], lock_digest: Optional[str] = None) -> Pilot:
     """Build a pilot from TrialView-like objects (fixture_id, condition, repetition, passed, attempts)."""
-    runs = []
-    for view in views:
-        finished = [a for a in view.attempts if getattr(a, "outcome", None) is not None]
-        runs.append(PilotRun(task=view.fixture_id, condition=view.condition,
-                             repetition=view.repetition, passed=view.passed,
-                             cost_usd=tuple(attempt_cost(a.metrics) for a in finished),
-                             duration_seconds=tuple(attempt_duration(a) for a in finished)))
-    return Pilot(study_id=study_id, lock_digest=lock_digest, runs=tuple(runs))
+    return Pilot(study_id=study_id, lock_digest=lock_digest,
+                 runs=tuple(pilot_run(view, view.passed) for view in views))
 
 
 def pilot_from_rows(study_id: str, rows: Sequence[dict[str, Any]]) -> Pilot:
-    """Build a pilot from plain rows {task, condition, passed, cost_usd?, duration_seconds?, repetition?}."""
+    """Build a pilot from plain rows {task, condition, passed, regression_free?, cost_usd?,
+    duration_seconds?, repetition?}."""
     runs = []
     for i, row in enumerate(rows):
         runs.append(PilotRun(task=str(row["task"]), condition=str(row["condition"]),
                              repetition=int(row.get("repetition", i)), passed=row.get("passed"),
+                             regression_free=row.get("regression_free"),
                              cost_usd=(row.get("cost_usd"),),
                              duration_seconds=(row.get("duration_seconds"),)))
     return Pilot(study_id=study_id, lock_digest=None, runs=tuple(runs))
 
 
 def load_pilot(engine: Any, study_id: str) -> Pilot:
-    """Read a finished (or imported) study from the results database as a pilot."""
-    from evalq.report.attempts import trial_views
-    from evalq.results.store import attempts_of, read_study, trials_of
+    """Read a finished (or imported) study from the results database as a pilot.
 
-    row = read_study(engine, study_id)
-    views = trial_views(trials_of(engine, study_id), attempts_of(engine, study_id))
-    pilot = pilot_from_views(study_id, views, lock_digest=row.lock_digest)
+    Outcomes come from the analysis' runs, so an imported study's adjudicated scores (passed,
+    regression) are what the plan sees, exactly as its report would.
+    """
+    from evalq.analysis.condition_metrics import RUN_VALUE
+    from evalq.analysis.runs import study_runs
+
+    row, runs = study_runs(engine, study_id)
     pairs = tuple((h["baseline"], h["candidate"]) for h in (row.manifest or {}).get("hypotheses", [])
                   if h.get("primary", True) and "baseline" in h and "candidate" in h)
-    return Pilot(study_id=pilot.study_id, lock_digest=pilot.lock_digest, runs=pilot.runs,
+    return Pilot(study_id=study_id, lock_digest=row.lock_digest,
+                 runs=tuple(pilot_run(r.view, r.passed, RUN_VALUE["rfr"](r)) for r in runs),
                  hypotheses=pairs)

@@ -1,24 +1,26 @@
-"""Power and precision of a design by simulation: resample the pilot's tasks and runs, shift, test.
+"""Power and precision of a design by simulation: draw true task rates, runs, test, as the report would.
 
-A simulated study of n tasks × k runs draws n pilot tasks with replacement, and for each
-drawn task and condition k of that task's pilot runs with replacement (for pass/fail runs
-this is Binomial(k, pilot pass rate) / k). The per-task difference candidate - baseline is
-centred on the pilot's mean difference and shifted by the effect to detect (a location-shift
-assumption). Each simulated study is analysed like a real one: the two-sided paired
-sign-flip test (exact when 2**n is small, else seeded random flips) and the percentile
-bootstrap CI of the mean difference.
+A simulated study of n tasks × k runs draws n pilot tasks with replacement. Each drawn task
+brings its assumed true baseline pass probability p (the pilot's observed rate shrunk for run
+noise, evalq.planning.shrink); the candidate's is p + effect bounded to [0, 1] (the effect is
+on the probability scale, the same on every task). Each condition's k runs are
+Binomial(k, probability). Every planned primary metric is computed per task (TPR: pass share;
+RP@k: all k passed; RFR: regression-free share) and analysed like a real study: the two-sided
+paired sign-flip test (exact when 2**n is small, else seeded random flips) at the planned level
+and the percentile bootstrap CI of the mean difference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 import numpy as np
 
 from evalq.errors import UserError
 from evalq.planning.pilot import Pilot
+from evalq.planning.shrink import Shrinkage, shrink_rates
 
 EXACT_MAX_TASKS = 12  # 4,096 sign vectors: enumerate all of them, like the report's exact test
 DEFAULT_SIMULATIONS = 1000
@@ -27,44 +29,90 @@ DEFAULT_RESAMPLES = 250
 CI_SIMULATIONS = 500  # the mean half-width settles long before the power estimate does
 _CHUNK = 256
 
-# draw(rng, simulations, tasks, repetitions) -> (simulations, tasks) per-task differences, mean 0
-Draw = Callable[[np.random.Generator, int, int, int], np.ndarray]
+#: the run field each plannable metric is computed from
+METRIC_FIELD = {"tpr": "passed", "rp_at_k": "passed", "rfr": "regression_free"}
+PLANNABLE = tuple(METRIC_FIELD)
+
+# draw(rng, simulations, tasks, repetitions, effect) -> {metric: (simulations, tasks) differences}
+Draw = Callable[[np.random.Generator, int, int, int, float], Mapping[str, np.ndarray]]
+
+
+def task_differences(metric: str, base: np.ndarray, cand: np.ndarray, repetitions: int) -> np.ndarray:
+    """Per-task candidate - baseline of one metric from each arm's pass counts out of k runs."""
+    if metric == "rp_at_k":
+        return (cand == repetitions).astype(float) - (base == repetitions).astype(float)
+    return (cand - base) / repetitions
 
 
 @dataclass(frozen=True)
 class PilotSampler:
-    """Per-task pass rates of the two arms (the same arm twice for a one-condition pilot)."""
+    """Assumed true baseline rates per pilot task for each run field, and the metrics to plan."""
 
     tasks: tuple[str, ...]
-    baseline_rates: np.ndarray
-    candidate_rates: np.ndarray
+    rates: dict[str, np.ndarray]  # run field -> true baseline rate of each task
+    metrics: tuple[str, ...]
+    shrinkage: dict[str, Shrinkage] = field(default_factory=dict)
 
     @property
-    def mean_difference(self) -> float:
-        return float(np.mean(self.candidate_rates - self.baseline_rates))
+    def baseline_rates(self) -> np.ndarray:
+        return self.rates["passed"]
 
     def __call__(self, rng: np.random.Generator, simulations: int, tasks: int,
-                 repetitions: int) -> np.ndarray:
+                 repetitions: int, effect: float) -> dict[str, np.ndarray]:
         idx = rng.integers(0, len(self.tasks), size=(simulations, tasks))
-        base = rng.binomial(repetitions, self.baseline_rates[idx]) / repetitions
-        cand = rng.binomial(repetitions, self.candidate_rates[idx]) / repetitions
-        return cand - base - self.mean_difference
+        counts = {}
+        for name in dict.fromkeys(METRIC_FIELD[m] for m in self.metrics):
+            p = self.rates[name][idx]
+            counts[name] = (rng.binomial(repetitions, p),
+                            rng.binomial(repetitions, np.clip(p + effect, 0.0, 1.0)))
+        return {m: task_differences(m, *counts[METRIC_FIELD[m]], repetitions) for m in self.metrics}
 
 
-def pilot_sampler(pilot: Pilot, baseline: str, candidate: str) -> PilotSampler:
-    """Tasks with at least one valid run in both arms; refuses a pilot with none."""
-    from evalq.stats import task_rates
+def field_rates(pilot: Pilot, condition: str, name: str) -> dict[str, tuple[float, int]]:
+    """{task: (rate, valid runs)} of one run field in one condition, tasks without a value left out."""
+    out = {}
+    for task, values in pilot.values(condition, name).items():
+        known = [bool(v) for v in values if v is not None]
+        if known:
+            out[task] = (sum(known) / len(known), len(known))
+    return out
 
-    base = task_rates(pilot.outcomes(baseline))
-    cand = task_rates(pilot.outcomes(candidate))
-    tasks = tuple(sorted(t for t in base if base[t] is not None and cand.get(t) is not None))
+
+def rfr_unavailable(pilot: Pilot, baseline: str, tasks: Iterable[str]) -> Optional[str]:
+    """Why RFR cannot be planned from this pilot, or None when every used task has it."""
+    tasks = list(tasks)
+    known = field_rates(pilot, baseline, "regression_free")
+    have = sum(1 for t in tasks if t in known)
+    if have == len(tasks):
+        return None
+    if not have:
+        return (f"the pilot has no rater score 'regression' for '{baseline}' "
+                "(import rater-scored results)")
+    return f"RFR is known for only {have} of the {len(tasks)} pilot tasks of '{baseline}'"
+
+
+def pilot_sampler(pilot: Pilot, baseline: str, metrics: Iterable[str] = ("tpr",)) -> PilotSampler:
+    """Tasks with at least one valid baseline run, their shrunk rates; refuses a pilot with none.
+
+    A metric whose field some task lacks (RFR without rater scores) is left out of ``metrics``;
+    rfr_unavailable says why.
+    """
+    passed = field_rates(pilot, baseline, "passed")
+    tasks = tuple(sorted(passed))
     if not tasks:
-        raise UserError(f"pilot '{pilot.study_id}' has no task with a valid run in both "
-                        f"'{baseline}' and '{candidate}'", field="--pilot",
-                        fix="use a finished pilot with correct/incorrect outcomes in both conditions")
-    return PilotSampler(tasks=tasks,
-                        baseline_rates=np.asarray([base[t] for t in tasks], dtype=float),
-                        candidate_rates=np.asarray([cand[t] for t in tasks], dtype=float))
+        raise UserError(f"pilot '{pilot.study_id}' has no task with a valid run of '{baseline}'",
+                        field="--pilot",
+                        fix="use a finished pilot with correct/incorrect outcomes in the baseline")
+    wanted = [m for m in dict.fromkeys(metrics) if m in METRIC_FIELD]
+    if "rfr" in wanted and rfr_unavailable(pilot, baseline, tasks):
+        wanted.remove("rfr")
+    rates, how = {}, {}
+    for name in dict.fromkeys(["passed", *(METRIC_FIELD[m] for m in wanted)]):
+        values = field_rates(pilot, baseline, name)
+        observed = np.asarray([values[t][0] for t in tasks])
+        runs = np.asarray([values[t][1] for t in tasks])
+        rates[name], how[name] = shrink_rates(observed, runs)
+    return PilotSampler(tasks=tasks, rates=rates, metrics=tuple(wanted), shrinkage=how)
 
 
 def _signs(tasks: int, permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
@@ -104,8 +152,17 @@ def bootstrap_half_widths(differences: np.ndarray, resamples: int, confidence: f
 
 
 @dataclass(frozen=True)
+class MetricPower:
+    """One metric's simulated power (with its Monte Carlo standard error) and expected CI half-width."""
+
+    power: float
+    power_se: float
+    ci_half_width: float
+
+
+@dataclass(frozen=True)
 class DesignResult:
-    """One design's simulated power (with its Monte Carlo standard error) and expected CI half-width."""
+    """One design's results per planned metric; power/power_se/ci_half_width are the first metric's."""
 
     tasks: int
     repetitions: int
@@ -114,6 +171,11 @@ class DesignResult:
     ci_half_width: float
     simulations: int
     seed: int
+    metrics: dict[str, MetricPower] = field(default_factory=dict)
+
+    @property
+    def weakest_power(self) -> float:
+        return min((m.power for m in self.metrics.values()), default=self.power)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,15 +186,22 @@ def simulate_design(draw: Draw, tasks: int, repetitions: int, *, effect: float, 
                     permutations: int = DEFAULT_PERMUTATIONS,
                     resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
                     seed: int = 0) -> DesignResult:
-    """Simulate one design; the seed is mixed with (tasks, repetitions) so each cell repeats on its own."""
+    """Simulate one design; the seed is mixed with (tasks, repetitions) so each cell repeats on its own.
+
+    ``alpha`` is the level each metric is tested at (already adjusted for multiplicity)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, tasks, repetitions]))
-    diffs = draw(rng, simulations, tasks, repetitions) + effect
-    p = sign_flip_pvalues(diffs, permutations, rng)
-    power = float(np.mean(p <= alpha))
-    widths = bootstrap_half_widths(diffs[:CI_SIMULATIONS], resamples, confidence, rng)
-    return DesignResult(tasks=tasks, repetitions=repetitions, power=power,
-                        power_se=float(np.sqrt(power * (1 - power) / simulations)),
-                        ci_half_width=float(np.mean(widths)), simulations=simulations, seed=seed)
+    per_metric = {}
+    for metric, diffs in draw(rng, simulations, tasks, repetitions, effect).items():
+        p = sign_flip_pvalues(diffs, permutations, rng)
+        power = float(np.mean(p <= alpha))
+        widths = bootstrap_half_widths(diffs[:CI_SIMULATIONS], resamples, confidence, rng)
+        per_metric[metric] = MetricPower(power=power,
+                                         power_se=float(np.sqrt(power * (1 - power) / simulations)),
+                                         ci_half_width=float(np.mean(widths)))
+    first = next(iter(per_metric.values()))
+    return DesignResult(tasks=tasks, repetitions=repetitions, power=first.power,
+                        power_se=first.power_se, ci_half_width=first.ci_half_width,
+                        simulations=simulations, seed=seed, metrics=per_metric)
 
 
 def power_grid(draw: Draw, task_counts: Iterable[int], repetitions: Iterable[int], *,
@@ -147,11 +216,3 @@ def power_grid(draw: Draw, task_counts: Iterable[int], repetitions: Iterable[int
         if on_design is not None:
             on_design(len(results), len(pairs))
     return results
-
-
-def smallest_design(results: Iterable[DesignResult], target_power: float) -> Optional[DesignResult]:
-    """The design meeting the power target with the fewest runs (tasks × repetitions); more tasks wins a tie."""
-    meeting = [r for r in results if r.power >= target_power]
-    if not meeting:
-        return None
-    return min(meeting, key=lambda r: (r.tasks * r.repetitions, -r.tasks))

@@ -5,7 +5,46 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from conftest import PY_FIXTURES
+
 from evalq.results.store import StudyRow, TrialRow, init_db, record_attempt, save_study
+
+H1_TPR = [("H1", "tpr")]
+
+
+def manifest(folder: Path, fixtures_dir: Path, study_id: str, repetitions: int,
+             hypotheses: list[tuple[str, str]] = H1_TPR) -> Path:
+    """A two-fixture study of conditions good/bad with primary hypotheses (id, metric), bad → good."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{study_id}.toml"
+    listed = ", ".join(f'"{(fixtures_dir / n).as_posix()}"' for n in PY_FIXTURES)
+    declared = "".join(f'''
+[[hypotheses]]
+id = "{hid}"
+metric = "{metric}"
+baseline = "bad"
+candidate = "good"
+''' for hid, metric in hypotheses)
+    path.write_text(f'''
+id = "{study_id}"
+fixtures = [{listed}]
+repetitions = {repetitions}
+seed = 3
+
+[budgets]
+wall_seconds = 120
+
+[[conditions]]
+name = "good"
+agent = "scripted"
+settings = {{ action = "solution", solution = "correct", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.05 }} }}
+
+[[conditions]]
+name = "bad"
+agent = "scripted"
+settings = {{ action = "solution", solution = "incorrect", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.02 }} }}
+''' + declared)
+    return path
 
 
 def insert_pilot(db_path: Path, study_id: str, runs: list[dict[str, Any]],

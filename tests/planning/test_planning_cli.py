@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from conftest import EVALQ, PY_FIXTURES
+from conftest import EVALQ
 
-from planning_pilots import insert_pilot
+from planning_pilots import insert_pilot, manifest
 
 
 def cli(args, env_extra, timeout=600):
@@ -19,38 +19,6 @@ def cli(args, env_extra, timeout=600):
     env.update(env_extra)
     return subprocess.run([*EVALQ, *args], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=timeout)
-
-
-def manifest(folder, fixtures_dir, study_id, repetitions):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{study_id}.toml"
-    listed = ", ".join(f'"{(fixtures_dir / n).as_posix()}"' for n in PY_FIXTURES)
-    path.write_text(f'''
-id = "{study_id}"
-fixtures = [{listed}]
-repetitions = {repetitions}
-seed = 3
-
-[budgets]
-wall_seconds = 120
-
-[[conditions]]
-name = "good"
-agent = "scripted"
-settings = {{ action = "solution", solution = "correct", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.05 }} }}
-
-[[conditions]]
-name = "bad"
-agent = "scripted"
-settings = {{ action = "solution", solution = "incorrect", usage = {{ input_tokens = 10, output_tokens = 5, cost_usd = 0.02 }} }}
-
-[[hypotheses]]
-id = "H1"
-metric = "tpr"
-baseline = "bad"
-candidate = "good"
-''')
-    return path
 
 
 def one_line_error(proc):
@@ -77,7 +45,7 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
 
     main = manifest(tmp_path / "main", fixture_copies, "main", repetitions=3)  # 12 trials
     args = ["plan", str(main), "--pilot", "pilot", "--workers", "2", "--simulations", "200",
-            "--tasks", "5,10", "--repetitions", "1,2"]
+            "--tasks", "5,10,40", "--repetitions", "1,2"]
     proc = cli([*args, "--json"], home)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
@@ -85,25 +53,37 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
                                   "source": "the study's primary hypothesis", "metric": "tpr",
                                   "pilot_tasks_used": 2}
     assert plan["pilot"]["trials"] == 8 and plan["pilot"]["valid_trials"] == 8
+    # the protocol's floors (30 tasks, k = 3) and the study as written join the grid
     assert {(r["tasks"], r["repetitions"]) for r in plan["grid"]} == {
-        (n, k) for n in (2, 5, 10) for k in (1, 2, 3)}
-    # Always-correct vs always-incorrect: differences are constant, so 6 tasks is the first
-    # count the exact test can reject at 0.05; 5 cannot, 10 can with one repetition.
-    assert plan["chosen_design"]["tasks"] == 10 and plan["chosen_design"]["repetitions"] == 1
-    assert plan["chosen_design"]["trials"] == 20
+        (n, k) for n in (2, 5, 10, 30, 40) for k in (1, 2, 3)}
+    assert plan["floors"]["min_tasks"] == 30 and plan["floors"]["min_repetitions"] == 3
+    assert plan["target"]["family_size"] == 1 and plan["target"]["alpha_per_hypothesis"] == 0.05
+    # The baseline never passes, so the candidate's rate is 0 + 0.10 on every task: a k-run
+    # task difference is Binomial(k, 0.1)/k >= 0, and the sign-flip test rejects exactly when
+    # enough tasks are nonzero. 1 - 0.9**(n k) is the chance any task is nonzero, an upper
+    # bound on power: 10 tasks × 1 run can reach at most 0.65, below the target.
+    for row in plan["grid"]:
+        assert row["power"] <= 1 - 0.9 ** (row["tasks"] * row["repetitions"]) + 1e-9
+    chosen = plan["chosen_design"]
+    assert chosen["tasks"] >= 30 and chosen["repetitions"] >= 3 and chosen["meets_target"]
+    assert plan["ranking"] == {"by": "expected cost", "note": None}
+    eligible = [r for r in plan["grid"] if r["meets_target"] and r["within_floors"]]
+    assert chosen["forecast_cost_usd"] == min(r["forecast_cost_usd"] for r in eligible)
+    assert chosen["trials"] == chosen["tasks"] * chosen["repetitions"] * 2
     assert any("no run-to-run variation" in c for c in plan["pilot_cautions"])
     # Per-run cost: four runs at 0.05, four at 0.02 -> median 0.035, p90 0.05, mean 0.035.
     cost = plan["forecast"]["cost_usd"]
     assert cost["available"] is True
     assert cost["per_run"] == pytest.approx({"median": 0.035, "p90": 0.05, "mean": 0.035})
-    assert cost["total_at_median"] == pytest.approx(20 * 0.035)
-    assert cost["total_at_p90"] == pytest.approx(20 * 0.05)
-    assert plan["forecast"]["wall_seconds"]["waves"] == 10
+    assert cost["total_at_median"] == pytest.approx(chosen["trials"] * 0.035)
+    assert cost["total_at_p90"] == pytest.approx(chosen["trials"] * 0.05)
+    assert plan["forecast"]["wall_seconds"]["waves"] == chosen["trials"] // 2
 
     text = cli(args, home)
     assert text.returncode == 0, text.stderr
-    assert "← smallest meeting the target" in text.stdout
-    assert "cost: $0.70 at the pilot's median run" in text.stdout
+    assert "← recommended (lowest expected cost meeting the target)" in text.stdout
+    assert f"cost: ${chosen['trials'] * 0.035:,.2f} at the pilot's median run" in text.stdout
+    assert "(below the floors)" in text.stdout
 
     # The plan goes into the lock without changing the lock's digest.
     from evalq.study.lock import build_lock, verify_lock
@@ -117,8 +97,25 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
     assert verify_lock(study)["lock_digest"] == lock["lock_digest"]
     section = lock["planning"]
     assert section["pilot"]["digest"] == plan["pilot"]["digest"]
-    assert section["chosen_design"]["tasks"] == 10
+    assert section["chosen_design"]["tasks"] == chosen["tasks"]
     assert section["target"]["effect"] == 0.10 and section["assumptions"]
+    assert section["preregistration"] == {"before_runs": True, "attempts_at_planning": 0,
+                                          "forced": False, "note": None}
+
+    # The pilot itself has run: a plan for it now is not a pre-registration.
+    pilot_args = ["plan", str(pilot), "--pilot", "pilot", "--simulations", "100", "--tasks", "5",
+                  "--repetitions", "1", "--write-lock"]
+    pilot_lock = load_manifest(pilot).lock_path
+    before = pilot_lock.read_bytes()
+    after_the_fact = one_line_error(cli(pilot_args, home))
+    assert "already has 8 attempts" in after_the_fact and "not a pre-registration" in after_the_fact
+    assert "field '--write-lock'" in after_the_fact and "--force" in after_the_fact
+    assert pilot_lock.read_bytes() == before  # nothing half-written
+    forced = cli([*pilot_args, "--force"], home)
+    assert forced.returncode == 0, forced.stderr
+    prereg = json.loads(pilot_lock.read_text())["planning"]["preregistration"]
+    assert prereg["before_runs"] is False and prereg["forced"] is True
+    assert prereg["attempts_at_planning"] == 8 and "not a pre-registration" in prereg["note"]
 
     # `evalq run` of the 12-trial study now shows the forecast from the lock and needs --yes.
     gated = cli(["run", str(main)], {**home, "EVALQ_CONFIRM_ABOVE": "10"})
@@ -156,7 +153,9 @@ def test_plan_with_a_costless_pilot_says_why(tmp_path, fixture_copies):
 @pytest.mark.parametrize("flags, field", [(["--effect", "0"], "--effect"),
                                           (["--power", "1.5"], "--power"),
                                           (["--workers", "0"], "--workers"),
-                                          (["--tasks", "ten"], "--tasks")])
+                                          (["--tasks", "ten"], "--tasks"),
+                                          (["--min-tasks", "0"], "--min-tasks"),
+                                          (["--min-repetitions", "-1"], "--min-repetitions")])
 def test_bad_plan_input_is_one_line(tmp_path, fixture_copies, flags, field):
     home = tmp_path / "home"
     insert_pilot(home / "evalq.db", "p", [{"task": "a", "condition": "good",

@@ -26,7 +26,8 @@ def test_forecast_equals_a_hand_computation(tmp_path):
     # -> 0.3 + 0.7 * 0.1 = 0.37; mean 0.25. One attempt per trial, so 10 runs.
     assert fc["runs"] == 10
     cost = fc["cost_usd"]
-    assert cost["available"] and cost["reason"] is None
+    assert cost["available"] and cost["reason"] is None and cost["partial"] is False
+    assert cost["coverage"]["share"] == 1.0
     assert cost["per_run"] == pytest.approx({"median": 0.25, "p90": 0.37, "mean": 0.25})
     assert cost["total_at_median"] == pytest.approx(2.5)
     assert cost["total_at_p90"] == pytest.approx(3.7)
@@ -70,11 +71,17 @@ def test_missing_cost_is_unavailable_with_the_reason(tmp_path):
     assert fc["wall_seconds"]["available"]  # durations are still known
 
 
-def test_partial_cost_is_flagged(tmp_path):
+def test_partial_cost_is_partial_not_available(tmp_path):
     engine = insert_pilot(tmp_path / "db.sqlite", "pilot", four_runs([0.2, None, 0.4, None]))
     fc = forecast(run_distributions(load_pilot(engine, "pilot")), trials=2, workers=None)
-    assert fc["cost_usd"]["expected_total"] == pytest.approx(0.6)
-    assert "2 of 4 pilot attempts have no cost" in fc["cost_usd"]["note"]
+    cost = fc["cost_usd"]
+    # mean of the two known costs, 0.3, times 2 runs: an extrapolation, so marked partial
+    assert cost["expected_total"] == pytest.approx(0.6)
+    assert cost["available"] is False and cost["partial"] is True
+    assert cost["coverage"] == {"attempts_with_value": 2, "attempts": 4, "share": 0.5}
+    assert "partial: 2 of 4 pilot attempts report a cost (50%)" in cost["note"]
+    text = "\n".join(forecast_lines(fc))
+    assert "cost (partial): $0.60 at the pilot's median run" in text
     assert fc["wall_seconds"]["available"] is False
     assert "--workers" in fc["wall_seconds"]["reason"]
     assert fc["wall_seconds"]["at_median"] is None

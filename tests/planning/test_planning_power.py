@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from evalq.planning import pilot_from_rows, pilot_sampler, simulate_design, smallest_design
-from evalq.planning.simulate import DesignResult, sign_flip_pvalues
+from evalq.planning import pilot_from_rows, pilot_sampler, simulate_design
+from evalq.planning.simulate import sign_flip_pvalues
 from evalq.stats import paired_permutation_test
 
 
@@ -21,7 +21,19 @@ def closed_form_power(effect: float, sigma: float, n: int, alpha: float) -> floa
 
 
 def gaussian(sigma: float):
-    return lambda rng, sims, tasks, reps: rng.normal(0.0, sigma, size=(sims, tasks))
+    """A draw of normal per-task differences shifted by the effect (the planner's draw interface)."""
+    return lambda rng, sims, tasks, reps, effect: {"tpr": rng.normal(effect, sigma, size=(sims, tasks))}
+
+
+def studentized_power(mean: float, sigma: float, n: int, alpha: float) -> float:
+    """Normal approximation of the sign-flip test, which compares |sum d| with z * sqrt(sum d^2).
+
+    Under the alternative sum d ~ N(n mean, n sigma^2) and sum d^2 ~ n (sigma^2 + mean^2).
+    """
+    z = norm.ppf(1 - alpha / 2)
+    spread = math.sqrt(n) * sigma
+    edge = z * math.sqrt(n * (sigma ** 2 + mean ** 2))
+    return float(norm.cdf((n * mean - edge) / spread) + norm.cdf((-n * mean - edge) / spread))
 
 
 def tolerance(power: float, sims: int) -> float:
@@ -39,23 +51,30 @@ def test_gaussian_differences_match_the_closed_form():
     assert abs(got.power - expected) <= tolerance(expected, sims), (got.power, expected)
 
 
+def paired_moments(p: np.ndarray, q: np.ndarray, k: int) -> tuple[float, float]:
+    """Mean and standard deviation of one task's TPR difference when tasks are drawn uniformly
+    from true rates p (baseline) and q (candidate) and each arm runs k Bernoulli trials."""
+    mean = float(np.mean(q - p))
+    variance = float(np.var(q - p)) + float(np.mean(p * (1 - p) + q * (1 - q))) / k
+    return mean, math.sqrt(variance)
+
+
 def test_pilot_resampling_matches_the_closed_form():
-    # Baseline never passes; the candidate always passes half the tasks and never the rest.
-    # Resampled per-task differences are 0 or 1 with probability 1/2: sigma = 0.5 exactly,
-    # whatever the number of repetitions.
-    rows = []
-    for t in range(40):
-        for rep in range(3):
-            rows.append({"task": f"t{t}", "condition": "base", "passed": False, "repetition": rep})
-            rows.append({"task": f"t{t}", "condition": "cand", "passed": t % 2 == 0,
-                         "repetition": rep})
-    sampler = pilot_sampler(pilot_from_rows("p", rows), "base", "cand")
-    assert sampler.mean_difference == pytest.approx(0.5)
-    sims = 2000
-    expected = closed_form_power(0.10, 0.5, 200, 0.05)
-    got = simulate_design(sampler, 200, 3, effect=0.10, alpha=0.05, simulations=sims,
+    # 40 pilot tasks passing 1, 2 or 3 of 4 baseline runs: interior rates, so the normal
+    # approximation holds. The closed form takes the sampler's true rates and the model
+    # q = min(p + effect, 1); the simulation must agree within Monte Carlo error.
+    rows = [{"task": f"t{t}", "condition": "base", "passed": rep < 1 + t % 3, "repetition": rep}
+            for t in range(40) for rep in range(4)]
+    sampler = pilot_sampler(pilot_from_rows("p", rows), "base")
+    p = sampler.baseline_rates
+    k, n, sims, effect = 3, 100, 2000, 0.12
+    mean, sigma = paired_moments(p, np.minimum(p + effect, 1.0), k)
+    expected = studentized_power(mean, sigma, n, 0.05)
+    assert 0.6 < expected < 0.95
+    got = simulate_design(sampler, n, k, effect=effect, alpha=0.05, simulations=sims,
                           resamples=200, seed=2)
-    assert abs(got.power - expected) <= tolerance(expected, sims), (got.power, expected)
+    assert abs(got.power - expected) <= 3 * math.sqrt(expected * (1 - expected) / sims) + 0.01, \
+        (got.power, expected)
 
 
 def test_size_under_the_null_is_alpha():
@@ -66,13 +85,12 @@ def test_size_under_the_null_is_alpha():
 
 
 def test_constant_differences_give_the_exact_sign_flip_answer():
-    # Every task: candidate always passes, baseline never. After the shift each difference
-    # equals the effect, so the exact p-value is 2 / 2**n: above 0.05 for n = 5, below for n = 6.
-    rows = [{"task": f"t{t}", "condition": c, "passed": c == "cand"}
-            for t in range(8) for c in ("base", "cand")]
-    sampler = pilot_sampler(pilot_from_rows("p", rows), "base", "cand")
-    five = simulate_design(sampler, 5, 2, effect=0.1, alpha=0.05, simulations=200, resamples=100)
-    six = simulate_design(sampler, 6, 2, effect=0.1, alpha=0.05, simulations=200, resamples=100)
+    # Baseline never passes; the candidate passes always (effect 1). Every difference is 1, so
+    # the exact p-value is 2 / 2**n: above 0.05 for n = 5, below for n = 6.
+    rows = [{"task": f"t{t}", "condition": "base", "passed": False} for t in range(8)]
+    sampler = pilot_sampler(pilot_from_rows("p", rows), "base")
+    five = simulate_design(sampler, 5, 2, effect=1.0, alpha=0.05, simulations=200, resamples=100)
+    six = simulate_design(sampler, 6, 2, effect=1.0, alpha=0.05, simulations=200, resamples=100)
     assert five.power == 0.0
     assert six.power == 1.0
     assert six.ci_half_width == pytest.approx(0.0, abs=1e-12)
@@ -111,14 +129,3 @@ def test_the_same_seed_repeats_and_another_differs():
     c = simulate_design(draw, 30, 2, effect=0.1, alpha=0.05, simulations=300, resamples=100, seed=10)
     assert a == b
     assert (a.power, a.ci_half_width) != (c.power, c.ci_half_width)
-
-
-def test_smallest_design_takes_fewest_runs_then_more_tasks():
-    def result(n, k, p):
-        return DesignResult(tasks=n, repetitions=k, power=p, power_se=0.0, ci_half_width=0.1,
-                            simulations=1, seed=0)
-
-    grid = [result(10, 3, 0.85), result(30, 1, 0.9), result(15, 2, 0.81), result(20, 1, 0.7)]
-    best = smallest_design(grid, 0.8)
-    assert (best.tasks, best.repetitions) == (30, 1)
-    assert smallest_design(grid, 0.95) is None
