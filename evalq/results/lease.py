@@ -1,38 +1,128 @@
 """The heartbeat that keeps a database lease (agent run or grading) alive while work goes on.
 
 A process that dies stops renewing; once the lease expires a sweeper re-sends the work and the
-next delivery claims it (results/store.py claim, claim_grading, renew).
+next delivery claims it (results/store.py claim, claim_grading).
+
+One renewer thread per process renews every lease the process holds in one UPDATE per tick:
+a threads-pool agent worker holding hundreds of trials must not spend a thread and a database
+connection on each lease (the engine's small pool would be exhausted, PostgreSQL's connection
+limit after it).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 
-from evalq.queue.messages import trial_label
-from evalq.results.store import renew
+from sqlalchemy import tuple_, update
+from sqlalchemy.orm import Session
+
+from evalq.results.store import AttemptRow
 
 log = logging.getLogger("evalq.lease")
 
+#: lease keys per UPDATE (three bound values each: well inside SQLite's variable limit)
+CHUNK = 300
 
-class Heartbeat(threading.Thread):
-    """Renews the lease every third of its length until stopped; `lost` once someone took it."""
+
+def renew_many(engine, keys: list[tuple[str, int, str]], lease_seconds: float) -> set:
+    """Extend every (trial_id, attempt, owner) lease still held; returns the (trial_id,
+    attempt) pairs renewed. A pair missing from the answer was taken or finished."""
+    renewed: set = set()
+    until = time.time() + lease_seconds
+    with Session(engine) as session:
+        for start in range(0, len(keys), CHUNK):
+            chunk = keys[start:start + CHUNK]
+            rows = session.execute(
+                update(AttemptRow)
+                .where(tuple_(AttemptRow.trial_id, AttemptRow.attempt,
+                              AttemptRow.lease_owner).in_(chunk),
+                       AttemptRow.outcome.is_(None))
+                .values(lease_expires_at=until)
+                .returning(AttemptRow.trial_id, AttemptRow.attempt))
+            renewed.update((r[0], r[1]) for r in rows)
+        session.commit()
+    return renewed
+
+
+class _Renewer:
+    """This process's renewer: every registered heartbeat, grouped by (engine, lease length),
+    renewed together every third of the lease."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.beats: set[Heartbeat] = set()
+        self.due: dict[tuple, float] = {}  # (engine, lease) -> next renewal (monotonic)
+        self.thread: threading.Thread | None = None
+        self.pid = os.getpid()
+
+    def add(self, beat: "Heartbeat") -> None:
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child inherits the set, not the thread
+                self.beats, self.due, self.thread, self.pid = set(), {}, None, os.getpid()
+            self.beats.add(beat)
+            self.due.setdefault((beat.engine, beat.lease), time.monotonic() + beat.lease / 3)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._loop, name="evalq-lease",
+                                               daemon=True)
+                self.thread.start()
+            self.wake.notify()
+
+    def remove(self, beat: "Heartbeat") -> None:
+        with self.lock:
+            self.beats.discard(beat)
+
+    def _loop(self) -> None:
+        while True:
+            with self.lock:
+                groups: dict[tuple, list[Heartbeat]] = {}
+                for beat in self.beats:
+                    groups.setdefault((beat.engine, beat.lease), []).append(beat)
+                for key in list(self.due):
+                    if key not in groups:
+                        del self.due[key]
+                now = time.monotonic()
+                ready = [key for key, when in self.due.items() if when <= now]
+                if not ready:
+                    wait = min(self.due.values(), default=now + 5.0) - now
+                    self.wake.wait(max(0.01, wait))
+                    continue
+                for key in ready:
+                    self.due[key] = now + key[1] / 3
+                batches = {key: groups[key] for key in ready}
+            for (engine, lease), beats in batches.items():  # outside the lock: DB round trip
+                self._renew(engine, lease, beats)
+
+    @staticmethod
+    def _renew(engine, lease: float, beats: list["Heartbeat"]) -> None:
+        try:
+            held = renew_many(engine, [(b.trial_id, b.attempt, b.owner) for b in beats], lease)
+        except Exception as exc:  # database blip: keep trying until the leases run out
+            log.warning("lease renewal of %d lease(s) failed: %s", len(beats), exc)
+            return
+        for beat in beats:
+            if (beat.trial_id, beat.attempt) not in held and not beat.stopped.is_set():
+                beat.lost = True
+
+
+_renewer = _Renewer()
+
+
+class Heartbeat:
+    """Keeps one lease alive from `start` to `stop`; `lost` once someone else took it."""
 
     def __init__(self, engine, ref: dict, owner: str, lease_seconds: float):
-        super().__init__(daemon=True, name="evalq-lease")
-        self.engine, self.ref, self.owner, self.lease = engine, ref, owner, lease_seconds
+        self.engine, self.owner, self.lease = engine, owner, lease_seconds
+        self.trial_id, self.attempt = ref["trial_id"], ref["attempt"]
         self.stopped = threading.Event()
         self.lost = False
 
-    def run(self) -> None:
-        while not self.stopped.wait(self.lease / 3):
-            try:
-                if not renew(self.engine, self.ref["trial_id"], self.ref["attempt"], self.owner,
-                             self.lease):
-                    self.lost = True
-            except Exception as exc:  # database blip: keep trying until the lease runs out
-                log.warning("lease renewal of %s failed: %s", trial_label(self.ref["trial_id"], self.ref["attempt"]), exc)
+    def start(self) -> None:
+        _renewer.add(self)
 
     def stop(self) -> None:
         self.stopped.set()
-
+        _renewer.remove(self)
