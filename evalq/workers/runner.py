@@ -41,15 +41,16 @@ Send = Callable[[str, dict], None]
 
 
 def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
-    """Call a store function, retrying while the database is unreachable (a restart, an outage)."""
-    from sqlalchemy.exc import DBAPIError
+    """Call a store function, retrying while the database is unreachable (a restart, an outage)
+    or, on a threads-pool worker, while every pooled connection is busy for a moment."""
+    from sqlalchemy.exc import DBAPIError, TimeoutError as PoolTimeout
 
     end = time.monotonic() + deadline
     delay = 0.5
     while True:
         try:
             return what(*args, **kwargs)
-        except DBAPIError as exc:
+        except (DBAPIError, PoolTimeout) as exc:
             if time.monotonic() + delay > end:
                 raise
             log.warning("database unavailable (%s); retrying", type(exc).__name__)
