@@ -95,6 +95,30 @@ def test_one_thread_renews_every_lease_of_the_process_and_flags_a_lost_one(engin
             beat.stop()
 
 
+def test_many_trial_threads_ask_the_database_about_cancellation_once(engine):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import event
+
+    from evalq.workers.runner import _CancelWatch
+
+    _seed(engine, 1)
+    asked = []
+    listener = lambda *args: asked.append(args[2]) if "studies" in args[2] else None  # noqa
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        watch = _CancelWatch(every=600)
+        with ThreadPoolExecutor(50) as pool:
+            answers = list(pool.map(lambda _: watch.cancelled(engine, "s"), range(200)))
+        assert answers == [False] * 200 and len(asked) == 1, asked
+        with engine.begin() as conn:
+            conn.execute(text("update studies set cancelled = true where id = 's'"))
+        assert watch.cancelled(engine, "s") is False  # still inside its interval
+        assert _CancelWatch(every=0).cancelled(engine, "s") is True
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+
+
 def test_the_threads_pool_refuses_the_grading_queue():
     done = subprocess.run([*EVALQ, "worker", "--pool", "threads", "--queues", "agents,grading"],
                           capture_output=True, text=True, timeout=60)
