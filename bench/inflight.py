@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from .figures import Figure, ratio
@@ -131,8 +132,8 @@ def _rows(url: str) -> list[tuple]:
     from evalq.results.store import get_engine
 
     with get_engine(url).connect() as conn:
-        return conn.execute(text("select trial_id, state, outcome, lease_owner, claims "
-                                 "from attempts")).all()
+        return conn.execute(text("select trial_id, state, outcome, lease_owner, claims, "
+                                 "reason from attempts")).all()
 
 
 def _outcome_events(url: str) -> dict[str, int]:
@@ -261,6 +262,8 @@ def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
     data["rows"] = len(rows)
     data["outcomes"] = {o: sum(1 for r in rows if r[2] == o) for o in {r[2] for r in rows}}
     data["reclaimed"] = sum(1 for r in rows if r[4] >= 2)
+    data["failure_reasons"] = dict(Counter((r[5] or "")[:300] for r in rows
+                                           if r[2] and r[2] != "correct"))
     data["seconds"] = round(time.monotonic() - started, 1)
 
     prefork = data["prefork_child_rss_bytes"]
@@ -281,7 +284,9 @@ def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
                note=f"{len(rows)} attempts, {data['reclaimed']} re-claimed, outcomes "
                     f"{data['outcomes']}, launcher exit {data.get('launcher_exit')}, "
                     f"recovered in {data.get('recovery_seconds')} s, "
-                    f"{data['leftover_processes']} leftover processes"),
+                    f"{data['leftover_processes']} leftover processes"
+                    + (f"; not correct: {data['failure_reasons']}" if data["failure_reasons"]
+                       else "")),
     ]
     for figure in figures:
         log(figure.line())

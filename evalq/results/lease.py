@@ -27,12 +27,14 @@ log = logging.getLogger("evalq.lease")
 CHUNK = 300
 
 
-def renew_many(engine, keys: list[tuple[str, int, str]], lease_seconds: float) -> set:
+def renew_many(connection, keys: list[tuple[str, int, str]], lease_seconds: float) -> set:
     """Extend every (trial_id, attempt, owner) lease still held; returns the (trial_id,
-    attempt) pairs renewed. A pair missing from the answer was taken or finished."""
+    attempt) pairs renewed. A pair missing from the answer was taken or finished.
+
+    `connection` is an Engine or a Connection (the renewer keeps one of its own)."""
     renewed: set = set()
     until = time.time() + lease_seconds
-    with Session(engine) as session:
+    with Session(connection) as session:
         for start in range(0, len(keys), CHUNK):
             chunk = keys[start:start + CHUNK]
             rows = session.execute(
@@ -49,7 +51,9 @@ def renew_many(engine, keys: list[tuple[str, int, str]], lease_seconds: float) -
 
 class _Renewer:
     """This process's renewer: every registered heartbeat, grouped by (engine, lease length),
-    renewed together every third of the lease."""
+    renewed together every third of the lease, over a connection the renewer keeps: hundreds
+    of trial threads busy with the engine's pool must not make a renewal wait (a late renewal
+    is an expired lease, and the trial runs twice)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -58,11 +62,13 @@ class _Renewer:
         self.due: dict[tuple, float] = {}  # (engine, lease) -> next renewal (monotonic)
         self.thread: threading.Thread | None = None
         self.pid = os.getpid()
+        self.connections: dict = {}  # engine -> the renewer's own Connection (its thread only)
 
     def add(self, beat: "Heartbeat") -> None:
         with self.lock:
             if self.pid != os.getpid():  # a forked child inherits the set, not the thread
                 self.beats, self.due, self.thread, self.pid = set(), {}, None, os.getpid()
+                self.connections = {}  # the parent's sockets are not this process's to use
             self.beats.add(beat)
             self.due.setdefault((beat.engine, beat.lease), time.monotonic() + beat.lease / 3)
             if self.thread is None or not self.thread.is_alive():
@@ -77,31 +83,50 @@ class _Renewer:
 
     def _loop(self) -> None:
         while True:
-            with self.lock:
-                groups: dict[tuple, list[Heartbeat]] = {}
-                for beat in self.beats:
-                    groups.setdefault((beat.engine, beat.lease), []).append(beat)
-                for key in list(self.due):
-                    if key not in groups:
-                        del self.due[key]
-                now = time.monotonic()
-                ready = [key for key, when in self.due.items() if when <= now]
-                if not ready:
-                    wait = min(self.due.values(), default=now + 5.0) - now
-                    self.wake.wait(max(0.01, wait))
-                    continue
-                for key in ready:
-                    self.due[key] = now + key[1] / 3
-                batches = {key: groups[key] for key in ready}
+            batches, idle = self._next_batches()
+            for engine in idle:  # no lease left on it: give its connection back
+                try:
+                    self.connections.pop(engine).close()
+                except Exception:  # noqa: BLE001 - a dropped database: nothing to give back
+                    pass
             for (engine, lease), beats in batches.items():  # outside the lock: DB round trip
                 self._renew(engine, lease, beats)
 
-    @staticmethod
-    def _renew(engine, lease: float, beats: list["Heartbeat"]) -> None:
+    def _next_batches(self) -> tuple[dict, list]:
+        """Wait for the next due group; (the groups due now, engines no lease uses any more)."""
+        with self.lock:
+            while True:
+                groups: dict[tuple, list[Heartbeat]] = {}
+                for beat in self.beats:
+                    groups.setdefault((beat.engine, beat.lease), []).append(beat)
+                for key in [k for k in self.due if k not in groups]:
+                    del self.due[key]
+                used = {key[0] for key in groups}
+                idle = [e for e in self.connections if e not in used]
+                now = time.monotonic()
+                ready = [key for key, when in self.due.items() if when <= now]
+                if ready or idle:
+                    for key in ready:
+                        self.due[key] = now + key[1] / 3
+                    return {key: groups[key] for key in ready}, idle
+                wait = min(self.due.values(), default=now + 5.0) - now
+                self.wake.wait(max(0.01, wait))
+
+    def _renew(self, engine, lease: float, beats: list["Heartbeat"]) -> None:
         try:
-            held = renew_many(engine, [(b.trial_id, b.attempt, b.owner) for b in beats], lease)
+            connection = self.connections.get(engine)
+            if connection is None:
+                connection = self.connections[engine] = engine.connect()
+            held = renew_many(connection, [(b.trial_id, b.attempt, b.owner) for b in beats],
+                              lease)
         except Exception as exc:  # database blip: keep trying until the leases run out
             log.warning("lease renewal of %d lease(s) failed: %s", len(beats), exc)
+            dead = self.connections.pop(engine, None)
+            if dead is not None:
+                try:
+                    dead.invalidate()  # a fresh connection next tick (a server restart)
+                except Exception:  # noqa: BLE001 - it is being dropped anyway
+                    pass
             return
         for beat in beats:
             if (beat.trial_id, beat.attempt) not in held and not beat.stopped.is_set():

@@ -175,7 +175,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        study_row = read_study(engine, ref["study_id"])
+        study_row = _db_retry(read_study, engine, ref["study_id"])
         manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
