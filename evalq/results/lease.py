@@ -56,19 +56,20 @@ class _Renewer:
     is an expired lease, and the trial runs twice)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty state: at start, and in a forked child (which inherits the parent's leases
+        and maybe a held lock, but not its thread or its connections' sockets)."""
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.beats: set[Heartbeat] = set()
         self.due: dict[tuple, float] = {}  # (engine, lease) -> next renewal (monotonic)
         self.thread: threading.Thread | None = None
-        self.pid = os.getpid()
         self.connections: dict = {}  # engine -> the renewer's own Connection (its thread only)
 
     def add(self, beat: "Heartbeat") -> None:
         with self.lock:
-            if self.pid != os.getpid():  # a forked child inherits the set, not the thread
-                self.beats, self.due, self.thread, self.pid = set(), {}, None, os.getpid()
-                self.connections = {}  # the parent's sockets are not this process's to use
             self.beats.add(beat)
             self.due.setdefault((beat.engine, beat.lease), time.monotonic() + beat.lease / 3)
             if self.thread is None or not self.thread.is_alive():
@@ -134,6 +135,7 @@ class _Renewer:
 
 
 _renewer = _Renewer()
+os.register_at_fork(after_in_child=_renewer.reset)
 
 
 class Heartbeat:
