@@ -129,15 +129,47 @@ def _cancelled_and_quiet(engine, study_id: str):
         "running", 0) == 0
 
 
+#: trials one threads-pool agent worker holds at once unless --concurrency says otherwise
+THREADS_CONCURRENCY = 100
+
+
+def worker_pool(pool: str, queues: list[str], embedded: bool) -> str:
+    """prefork or threads. Threads serve only the agents queue: an agent trial mostly waits
+    (for its sandboxed agent, which waits for the model), and evalq enforces wall time itself,
+    so Celery's prefork-only time limits are not missed; grading is CPU-bound and stays in
+    processes. `auto` picks threads for an agents-only worker on a broker."""
+    if pool == "auto":
+        return "threads" if queues == ["agents"] and not embedded else "prefork"
+    if pool == "threads" and queues != ["agents"]:
+        raise UserError(f"--pool threads serves only the agents queue, not {','.join(queues)}",
+                        field="--pool", fix="run grading and results in a prefork worker of "
+                        "their own: evalq worker --queues grading,results")
+    return pool
+
+
 @click.command()
 @click.option("--queues", "-Q", default="agents,grading,results", show_default=True,
               help="Comma-separated: agents, grading, results.")
-@click.option("--concurrency", "-c", default=1, show_default=True)
+@click.option("--pool", "-P", "pool", type=click.Choice(["auto", "prefork", "threads"]),
+              default="auto", show_default=True,
+              help="threads: many in-flight agent trials in one process (agents queue only); "
+                   "auto: threads for `--queues agents` with a broker, else prefork.")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help=f"Trials at once: prefork processes (default 1) or threads (default "
+                   f"{THREADS_CONCURRENCY}).")
 @click.option("--hostname", "-n", default=None, help="Worker node name (name@host).")
 @click.option("--log-level", "--loglevel", "-l", "loglevel", default="INFO", show_default=True,
               help="The worker's log level (Celery's and evalq's).")
-def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -> None:
-    """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker)."""
+def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None,
+           loglevel: str) -> None:
+    """Start a Celery worker with evalq's settings (EVALQ_BROKER_URL must name the broker).
+
+    An agents-only worker runs its trials in threads (`--pool threads`, default
+    --concurrency 100): each trial's thread waits on its sandboxed agent, leases are renewed
+    for the whole process in one UPDATE, and a SIGKILL loses nothing (the unacknowledged
+    messages return and the leases expire). SIGTERM waits for the running trials to end
+    (Celery's warm shutdown); SIGQUIT stops at once and leaves them to be re-run elsewhere.
+    """
     from evalq.queue.app import QUEUES, app, configure
 
     settings = load_settings()
@@ -146,6 +178,9 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     if unknown:
         raise UserError(f"unknown queue(s) {', '.join(unknown)}", field="--queues",
                         fix=f"use {', '.join(QUEUES)}")
+    chosen = worker_pool(pool, wanted, settings.embedded)
+    if concurrency is None:
+        concurrency = THREADS_CONCURRENCY if chosen == "threads" else 1
     if settings.embedded:
         click.echo("evalq: note: no EVALQ_BROKER_URL; this worker serves the embedded "
                    f"filesystem broker under {settings.home}", err=True)
@@ -153,7 +188,7 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     # fails to restart after a broker reconnect (kombu#582: closing its auto-delete queue on a
     # dead connection raises AttributeError, logged as "Error on restarting Gossip").
     configure(app, settings)
-    argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", "prefork",
+    argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", chosen,
             "-l", loglevel, "-E", "--without-gossip", "--without-mingle"]
     if hostname:
         argv += ["-n", hostname]

@@ -5,14 +5,24 @@ from __future__ import annotations
 import platform
 import socket
 import sys
+import threading
 from functools import lru_cache
 
 from evalq import __version__
 
 
-@lru_cache(maxsize=4)
+_environment_lock = threading.Lock()
+
+
 def worker_environment(agent_sandbox: str | None = None) -> dict:
-    """Versions are asked in the agent sandbox (a throwaway profile, no credential)."""
+    """Versions are asked in the agent sandbox (a throwaway profile, no credential), once per
+    process: the lock keeps hundreds of trial threads starting together from each asking."""
+    with _environment_lock:
+        return _environment(agent_sandbox)
+
+
+@lru_cache(maxsize=4)
+def _environment(agent_sandbox: str | None) -> dict:
     from evalq.workers.agents.registry import ADAPTERS
 
     tools = {}

@@ -6,6 +6,7 @@ A value shorter than MIN_SECRET characters is not treated as a secret (it would 
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -86,9 +87,14 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+_install_lock = threading.Lock()
+
+
 def install_log_redaction(redactor: Redactor | None = None) -> None:
-    """Add the filter to every handler of the root logger (once per handler)."""
+    """Add the filter to every handler of the root logger (once per handler, even when many
+    trial threads of one worker ask at the same moment)."""
     redactor = redactor or default_redactor()
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter(redactor))
+    with _install_lock:
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(RedactingFilter(redactor))

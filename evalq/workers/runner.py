@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Callable
@@ -25,7 +26,7 @@ from evalq.study.budgets import effective_limits
 from evalq.ops.run_folders import record_owner
 from evalq.queue.messages import result_payload, trial_label
 from evalq.results.lease import Heartbeat
-from evalq.results.store import claim, init_db, is_cancelled, mark_state, read_study
+from evalq.results.store import claim, get_engine, init_db, is_cancelled, mark_state, read_study
 from evalq.workers.agents.base import AgentContext
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
@@ -40,15 +41,16 @@ Send = Callable[[str, dict], None]
 
 
 def _db_retry(what, *args, deadline: float = 120.0, **kwargs):
-    """Call a store function, retrying while the database is unreachable (a restart, an outage)."""
-    from sqlalchemy.exc import DBAPIError
+    """Call a store function, retrying while the database is unreachable (a restart, an outage)
+    or, on a threads-pool worker, while every pooled connection is busy for a moment."""
+    from sqlalchemy.exc import DBAPIError, TimeoutError as PoolTimeout
 
     end = time.monotonic() + deadline
     delay = 0.5
     while True:
         try:
             return what(*args, **kwargs)
-        except DBAPIError as exc:
+        except (DBAPIError, PoolTimeout) as exc:
             if time.monotonic() + delay > end:
                 raise
             log.warning("database unavailable (%s); retrying", type(exc).__name__)
@@ -66,27 +68,61 @@ def _check_visibility(ref: dict, settings: Settings) -> None:
                     needed)
 
 
-class _StopPoll:
-    """Cheap cancellation check: asks the database at most every few seconds."""
+_checked: set = set()  # engines whose tables this process has checked
+_checked_lock = threading.Lock()
 
-    def __init__(self, engine, study_id: str, heartbeat: Heartbeat, every: float = 2.0):
-        self.engine, self.study_id, self.heartbeat, self.every = engine, study_id, heartbeat, every
-        self.last = 0.0
+
+def _process_engine(url: str):
+    """The results engine, its tables checked once per engine and process: hundreds of trial
+    threads starting together must not each run the schema check (and hold a connection)."""
+    with _checked_lock:
+        engine = get_engine(url)
+        if engine not in _checked:
+            engine = _db_retry(init_db, url)
+            _checked.add(engine)
+        return engine
+
+
+class _CancelWatch:
+    """Whether a study is cancelled, asked of the database at most every `every` seconds per
+    study and process, however many of its trials this process runs at once."""
+
+    def __init__(self, every: float = 2.0):
+        self.every = every
+        self.lock = threading.Lock()
+        self.seen: dict[str, tuple[float, bool]] = {}  # study -> (asked at, answer)
+
+    def cancelled(self, engine, study_id: str) -> bool:
+        with self.lock:  # one thread asks; the others wait for its answer
+            asked, answer = self.seen.get(study_id, (float("-inf"), False))
+            now = time.monotonic()
+            if now - asked >= self.every:
+                try:
+                    answer = is_cancelled(engine, study_id)
+                except Exception:  # a database blip: not cancelled as far as we know
+                    pass
+                self.seen[study_id] = (now, answer)
+            return answer
+
+
+_cancel_watch = _CancelWatch()
+
+
+class _StopPoll:
+    """Cheap stop check for the agent's loop: lease lost, or the study cancelled."""
+
+    def __init__(self, engine, study_id: str, heartbeat: Heartbeat,
+                 watch: _CancelWatch = _cancel_watch):
+        self.engine, self.study_id, self.heartbeat, self.watch = engine, study_id, heartbeat, watch
         self.reason: str | None = None
 
     def __call__(self) -> bool:
         if self.heartbeat.lost:
             self.reason = "lease lost"
             return True
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            try:
-                if is_cancelled(self.engine, self.study_id):
-                    self.reason = "study cancelled"
-                    return True
-            except Exception:
-                return False
+        if self.watch.cancelled(self.engine, self.study_id):
+            self.reason = "study cancelled"
+            return True
         return False
 
 
@@ -111,11 +147,12 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         send(task_name, default_redactor().obj(payload))  # no credential in a DB row (SPEC R3)
 
     install_log_redaction()
-    engine = _db_retry(init_db, settings.database_url)
+    engine = _process_engine(settings.database_url)
     _check_visibility(ref, settings)
     host = host_name(hostname)
     label = trial_label(ref["trial_id"], ref["attempt"])
-    owner = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    # process and thread: a threads-pool worker runs many attempts in one process
+    owner = f"{host}:{os.getpid()}:{threading.get_native_id()}-{uuid.uuid4().hex[:8]}"
     ok, why = _db_retry(claim, engine, ref["trial_id"], ref["attempt"], owner,
                         settings.lease_seconds, max_claims=ref.get("max_claims", 3))
     if not ok:
@@ -138,7 +175,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures", ref["fixture_ref"],
                                  ref["fixture_digest"])
-        study_row = read_study(engine, ref["study_id"])
+        study_row = _db_retry(read_study, engine, ref["study_id"])
         manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
