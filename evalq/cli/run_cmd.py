@@ -153,6 +153,11 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     # fails to restart after a broker reconnect (kombu#582: closing its auto-delete queue on a
     # dead connection raises AttributeError, logged as "Error on restarting Gossip").
     configure(app, settings)
+    if wanted == ["results"] and not settings.embedded:
+        from evalq.results.drain import serve_results
+
+        serve_results(app, settings, hostname, loglevel)
+        return
     argv = ["worker", "-Q", ",".join(wanted), *_pool(wanted, concurrency),
             "-l", loglevel, "-E", "--without-gossip", "--without-mingle"]
     if hostname:
@@ -160,13 +165,13 @@ def worker(queues: str, concurrency: int, hostname: str | None, loglevel: str) -
     app.worker_main(argv)
 
 
-#: tasks a results-only worker holds at once, per --concurrency: they wait in threads for one
-#: group commit (results/batch.py), so one process writes thousands a second (bench/)
-RESULTS_IN_FLIGHT = 500
+#: tasks a results-only worker on the embedded broker holds at once, per --concurrency: they
+#: wait in threads for one group commit (results/batch.py). On Redis, results/drain.py serves.
+RESULTS_IN_FLIGHT = 100
 
 
 def _pool(queues: list[str], concurrency: int) -> list[str]:
-    """Celery's pool arguments. A results-only worker runs threads, each task waiting for the
+    """Celery's pool arguments: a results-only worker runs threads, each task waiting for the
     batch its payload joined; every other worker runs processes."""
     if queues == ["results"]:
         return ["-c", str(concurrency * RESULTS_IN_FLIGHT), "-P", "threads"]

@@ -66,16 +66,29 @@ class GroupCommit(Generic[Item, Outcome]):
             self._flush(batch)
 
     def _flush(self, batch: list[_Waiter]) -> None:
-        try:
-            outcomes = self._write([w.item for w in batch])
-        except BaseException as exc:  # noqa: BLE001 - it is the callers' to raise
-            if len(batch) == 1:
-                batch[0].error = exc
-                batch[0].done.set()
-                return
-            for waiter in batch:  # find the bad one(s): each alone
-                self._flush([waiter])
-            return
-        for waiter, outcome in zip(batch, outcomes, strict=True):
-            waiter.outcome = outcome
+        for waiter, outcome in zip(batch, write_each(self._write, [w.item for w in batch])):
+            if isinstance(outcome, Failed):
+                waiter.error = outcome.error
+            else:
+                waiter.outcome = outcome
             waiter.done.set()
+
+
+class Failed:
+    """An item's write raised `error` (alone, after its batch failed)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def write_each(write: Callable[[Sequence[Item]], Sequence[Outcome]],
+               items: Sequence[Item]) -> list[Outcome | Failed]:
+    """`write(items)` in one go; if that fails, each item alone, so only the bad ones fail."""
+    try:
+        return list(write(items))
+    except BaseException as exc:  # noqa: BLE001 - it is the items' to report
+        if len(items) == 1:
+            return [Failed(exc)]
+        return [write_each(write, [item])[0] for item in items]

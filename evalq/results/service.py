@@ -1,8 +1,9 @@
 """The results service: turns result messages into attempt rows, exactly once per key.
 
-A results worker runs record_result in many threads; their payloads meet in one group commit
-per process (results/batch.py), so one process writes thousands of results a second with a
-few statements per transaction instead of one transaction per message (bench/results_bench.py).
+Results are written many to a transaction: a Celery worker's record_result tasks meet in one
+group commit per process (results/batch.py), and the Redis results worker (results/drain.py)
+writes each batch it takes off the queue at once. Either way one process records thousands of
+results a second instead of one transaction per message (bench/results_bench.py).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import logging
 import os
 import threading
 import time
-from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 from evalq.config import load_settings
-from evalq.results.batch import GroupCommit
+from evalq.results.batch import Failed, GroupCommit, write_each
 from evalq.results.store import init_db, record_attempts
 
 log = logging.getLogger("evalq.results.service")
@@ -26,42 +26,61 @@ BATCH_LIMIT = 500
 
 def record_message(payload: dict) -> str:
     """Record one result message (after the batch it joined committed); what happened to it."""
-    payload.setdefault("finished_at", time.time())
-    written = _committer(_database_url()).submit(payload)
-    what = "recorded" if written else "already recorded"
-    log.info("%s %s#%s: %s", what, payload["trial_id"], payload["attempt"], payload["outcome"])
-    return what
+    return _committer(_database_url()).submit(payload)
+
+
+def record_payloads(url: str, payloads: Sequence[dict]) -> list[str | Failed]:
+    """Record a batch of result payloads in one transaction (each alone if that fails)."""
+    return write_each(_writer(url), payloads)
+
+
+def _described(payloads: Sequence[dict], written: Sequence[bool]) -> list[str]:
+    outcomes = []
+    for payload, wrote in zip(payloads, written, strict=True):
+        what = "recorded" if wrote else "already recorded"
+        log.info("%s %s#%s: %s", what, payload["trial_id"], payload["attempt"],
+                 payload.get("outcome"))
+        outcomes.append(what)
+    return outcomes
 
 
 def _database_url() -> str:
     """The settings' database URL, read once per environment (not per message)."""
-    return _url_for(tuple(sorted((k, v) for k, v in os.environ.items()
-                                 if k.startswith("EVALQ_"))), os.getcwd())
+    key = (tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("EVALQ_"))),
+           os.getcwd())
+    with _lock:
+        if key not in _urls:
+            _urls[key] = load_settings().database_url
+        return _urls[key]
 
 
-@lru_cache(maxsize=8)
-def _url_for(_environment: tuple, _cwd: str) -> str:
-    return load_settings().database_url
-
-
+_lock = threading.Lock()
+_urls: dict[tuple, str] = {}
+_writers: dict[str, Callable[[Sequence[dict]], list[str]]] = {}
 _committers: dict[str, GroupCommit] = {}
-_committers_lock = threading.Lock()
+
+
+def _writer(url: str) -> Callable[[Sequence[dict]], list[str]]:
+    """The batch write for a database: create_all once per process, not per message."""
+    with _lock:
+        if url not in _writers:
+            engine = init_db(url)
+
+            def write(payloads: Sequence[dict]) -> list[str]:
+                for payload in payloads:
+                    payload.setdefault("finished_at", time.time())
+                written = record_attempts(engine, payloads,
+                                          [bool(p.get("regrade")) for p in payloads])
+                return _described(payloads, written)
+
+            _writers[url] = write
+        return _writers[url]
 
 
 def _committer(url: str) -> GroupCommit:
-    """One group commit per database and process (a lock: the first tasks arrive together)."""
-    with _committers_lock:
+    """One group commit per database and process (locked: the first tasks arrive together)."""
+    write = _writer(url)
+    with _lock:
         if url not in _committers:
-            _committers[url] = _group_commit(url)
+            _committers[url] = GroupCommit(write, BATCH_LIMIT)
         return _committers[url]
-
-
-def _group_commit(url: str) -> GroupCommit:
-    engine = init_db(url)  # create_all once per process and database, not per message
-
-    def write(payloads: Sequence[dict]) -> list[bool]:
-        return record_attempts(engine, payloads,
-                               [bool(p.get("regrade")) for p in payloads])
-
-    return GroupCommit(write, BATCH_LIMIT)
-
