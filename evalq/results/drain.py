@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -70,7 +71,8 @@ return taken
 
 @dataclass(order=True)
 class Delivery:
-    due: float
+    due: float  # when it may be handled (its eta); ties in the order taken (FIFO)
+    seq: int
     tag: str = field(compare=False)
     key: str = field(compare=False)
     message: dict = field(compare=False)
@@ -82,11 +84,14 @@ class Delivery:
         return self.message.get("headers") or {}
 
 
+_taken = itertools.count()
+
+
 def parse(key: str, raw: bytes) -> Delivery:
     """A kombu envelope of a Celery (protocol 2) task message; `problem` says why it is unusable."""
     message = json.loads(raw)
     properties = message.get("properties") or {}
-    delivery = Delivery(0.0, properties.get("delivery_tag", ""), key, message)
+    delivery = Delivery(0.0, next(_taken), properties.get("delivery_tag", ""), key, message)
     headers = delivery.headers
     try:
         body = message["body"]
