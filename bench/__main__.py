@@ -48,7 +48,7 @@ def sizes(quick: bool, trials: int | None) -> dict:
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
             "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
-            "gradings": 15, "results": 20_000}
+            "gradings": 15, "results": 10_000}
 
 
 def main(argv: list[str] | None = None) -> int:

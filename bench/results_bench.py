@@ -104,7 +104,7 @@ def service_rate(workdir: Path, broker: str, url: str, engine, attempts: int, lo
 
         wait_for(ready, 120, "the results worker to be ready", poll=0.02)
         wait_for(lambda: _recorded(engine, "served") >= attempts, 600,
-                 f"{attempts} results recorded", poll=0.05)
+                 f"{attempts} results recorded", poll=0.2)
         seconds = time.perf_counter() - not_ready_at
     finally:
         workers.stop()

@@ -313,3 +313,42 @@ def test_worker_killed_before_its_commit_loses_nothing(tmp_path, postgres_url, r
     finally:
         _stop(second)
     assert sorted(_events(postgres_url, "kill")) == sorted((t, 1, "correct") for t in ids)
+
+
+def test_celery_event_receivers_see_each_recorded_task(tmp_path, postgres_url, redis_url):
+    """Flower reads Celery's task events: the batched worker's task.multi messages decode into
+    one task-received and one task-succeeded per message, named by the trial."""
+    import redis
+
+    from evalq.config import load_settings
+    from evalq.queue.app import app, configure
+
+    ids = _seed(postgres_url, "ev", 5)
+    env = {"EVALQ_BROKER_URL": redis_url, "EVALQ_DATABASE_URL": postgres_url,
+           "EVALQ_HOME": str(tmp_path / "home")}
+    configure(app, load_settings().model_copy(update={"broker_url": redis_url}))
+    seen: dict[str, list] = {"task-received": [], "task-succeeded": [], "worker-online": []}
+    with app.connection_for_read() as conn:
+        receiver = app.events.Receiver(conn, handlers={
+            kind: (lambda event, kind=kind: seen[kind].append(event)) for kind in seen})
+        listening = threading.Thread(target=lambda: receiver.capture(limit=None, wakeup=False),
+                                     daemon=True)
+        listening.start()
+        client = redis.Redis.from_url(redis_url)
+        _wait(lambda: client.execute_command("PUBSUB", "NUMPAT") > 0, 30,
+              "the event receiver to subscribe")
+        _publish(env, [dict(study_id="ev", trial_id=t, attempt=1, outcome="correct")
+                       for t in ids])
+        worker = _worker(tmp_path, env, "events")
+        try:
+            _wait(lambda: len(seen["task-succeeded"]) >= 5, 60, "5 task-succeeded events")
+        finally:
+            _stop(worker)
+            receiver.should_stop = True
+            listening.join(10)
+    assert sorted(e["name"] for e in seen["task-received"]) == sorted(
+        f"record_result {t}#1" for t in ids)
+    assert {e["uuid"] for e in seen["task-succeeded"]} == {e["uuid"] for e in
+                                                            seen["task-received"]}
+    assert {e["result"] for e in seen["task-succeeded"]} == {"'recorded'"}
+    assert [e["hostname"] for e in seen["worker-online"]] == ["events@test"]

@@ -231,8 +231,9 @@ class ResultsDrain:
             else:
                 self.events.send("task-succeeded", uuid=delivery.headers.get("id"),
                                  result=repr(outcome), runtime=runtime)
-            pipe.zrem(self.channel.unacked_index_key, delivery.tag)
-            pipe.hdel(self.channel.unacked_key, delivery.tag)
+        tags = [d.tag for d in deliveries]  # two commands for the batch, not two a message
+        pipe.zrem(self.channel.unacked_index_key, *tags)
+        pipe.hdel(self.channel.unacked_key, *tags)
         pipe.execute()  # acknowledged (and retries re-published) only after the commit
         self.processed += len(deliveries)
         self.events.flush()
@@ -245,7 +246,6 @@ class ResultsDrain:
                          root_id=headers.get("root_id"), parent_id=headers.get("parent_id"),
                          retries=headers.get("retries", 0), eta=headers.get("eta"),
                          expires=headers.get("expires"))
-        self.events.send("task-started", uuid=headers.get("id"))
 
     def _settle_failure(self, delivery: Delivery, error: BaseException, pipe) -> None:
         """As the task's autoretry would: a database error is retried with backoff (a new
