@@ -20,8 +20,8 @@ from sqlalchemy import select, text
 from conftest import EVALQ, cli_env
 from evalq.results.batch import Failed, GroupCommit
 from evalq.results.service import record_payloads
-from evalq.results.store import (AttemptRow, StudyRow, create_attempts, get_engine, init_db, mark_state,
-                                 record_attempt, record_attempts, save_study)
+from evalq.results.store import (AttemptRow, StudyRow, create_attempts, get_engine, init_db,
+                                 mark_state, record_attempt, record_attempts, save_study)
 
 FIELDS = ("trial_id", "attempt", "study_id", "state", "outcome", "reason", "worker_env",
           "regrades", "lease_expires_at", "metrics")

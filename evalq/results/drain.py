@@ -37,15 +37,14 @@ from typing import Any, Optional
 from sqlalchemy.exc import DBAPIError
 
 from evalq.results.batch import Failed
-from evalq.results.service import record_payloads
+from evalq.results.service import (MAX_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_MAX,
+                                    record_payloads)
 
 log = logging.getLogger("evalq.results.drain")
 
 QUEUE = "results"
 TASK = "evalq.record_result"
 BATCH = 500
-#: the record_result task's retry policy (queue/tasks.py): backoff 1 s doubling to 10 s
-RETRY_BACKOFF, RETRY_BACKOFF_MAX, MAX_RETRIES = 1, 10, 60
 HEARTBEAT_SECONDS = 2.0
 
 #: pop up to ARGV[1] messages from the queue keys (highest priority first) and file each as

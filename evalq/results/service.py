@@ -22,6 +22,10 @@ log = logging.getLogger("evalq.results.service")
 
 #: most results one transaction writes
 BATCH_LIMIT = 500
+#: a result the database refused is retried after 1 s, doubling to 10 s, at most 60 times:
+#: the record_result task's autoretry (queue/tasks.py) and the Redis results worker's
+#: (results/drain.py) alike
+RETRY_BACKOFF, RETRY_BACKOFF_MAX, MAX_RETRIES = 1, 10, 60
 
 
 def record_message(payload: dict) -> str:
