@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,import,ticks,grading,inflight]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,import,ticks,grading,inflight,results]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "import", "ticks",
-            "grading", "inflight")
+            "grading", "inflight", "results")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -44,11 +44,11 @@ def sizes(quick: bool, trials: int | None) -> dict:
                 "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
                 "gateway_requests": 50, "agentbox": 5,
                 "import_tasks": 50, "import_runs": 10,
-                "gradings": 3, "inflight": 20, "inflight_sleep": 15}
+                "gradings": 3, "inflight": 20, "inflight_sleep": 15, "results": 2_000}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
             "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
-            "gradings": 15, "inflight": 500, "inflight_sleep": 60}
+            "gradings": 15, "inflight": 500, "inflight_sleep": 60, "results": 10_000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         from .services import redis_server
 
         with ExitStack() as stack:
-            needs_servers = {"overhead", "scale", "inflight"} & set(args.sections)
+            needs_servers = {"overhead", "scale", "inflight", "results"} & set(args.sections)
             broker = stack.enter_context(redis_server(workdir)) if needs_servers else None
             os.environ["EVALQ_BROKER_URL"] = broker or ""
             for section in args.sections:
@@ -121,6 +121,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
 
         return import_bench.run(workdir / "import", size["import_tasks"], size["import_runs"],
                                 log)
+    if section == "results":  # both databases, whatever --database says (issue 19)
+        from . import results_bench
+
+        return results_bench.run(workdir / "results", broker, size["results"], log)
     if section == "ticks":
         from . import ticks
 

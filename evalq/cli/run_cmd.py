@@ -134,16 +134,20 @@ THREADS_CONCURRENCY = 100
 
 
 def worker_pool(pool: str, queues: list[str], embedded: bool) -> str:
-    """prefork or threads. Threads serve only the agents queue: an agent trial mostly waits
+    """prefork or threads. Threads suit the agents queue: an agent trial mostly waits
     (for its sandboxed agent, which waits for the model), and evalq enforces wall time itself,
     so Celery's prefork-only time limits are not missed; grading is CPU-bound and stays in
-    processes. `auto` picks threads for an agents-only worker on a broker."""
+    processes. `auto` picks threads for an agents-only worker on a broker.
+
+    A results-only worker also runs threads: each task waits for the group commit its payload
+    joined (results/batch.py); on Redis, results/drain.py serves that queue instead."""
+    threaded = queues == ["agents"] and not embedded or queues == ["results"]
     if pool == "auto":
-        return "threads" if queues == ["agents"] and not embedded else "prefork"
-    if pool == "threads" and queues != ["agents"]:
-        raise UserError(f"--pool threads serves only the agents queue, not {','.join(queues)}",
-                        field="--pool", fix="run grading and results in a prefork worker of "
-                        "their own: evalq worker --queues grading,results")
+        return "threads" if threaded else "prefork"
+    if pool == "threads" and queues not in (["agents"], ["results"]):
+        raise UserError(f"--pool threads serves the agents or the results queue alone, not "
+                        f"{','.join(queues)}", field="--pool", fix="run grading in a prefork "
+                        "worker of its own: evalq worker --queues grading")
     return pool
 
 
@@ -188,6 +192,11 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
     # fails to restart after a broker reconnect (kombu#582: closing its auto-delete queue on a
     # dead connection raises AttributeError, logged as "Error on restarting Gossip").
     configure(app, settings)
+    if wanted == ["results"] and not settings.embedded:  # batches off Redis, not Celery's loop
+        from evalq.results.drain import serve_results
+
+        serve_results(app, settings, hostname, loglevel)
+        return
     argv = ["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", chosen,
             "-l", loglevel, "-E", "--without-gossip", "--without-mingle"]
     if hostname:

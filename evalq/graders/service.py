@@ -22,7 +22,7 @@ from evalq.fixtures.cache import cached_fixture
 from evalq.graders.grade import GRADER_VERSION, grade_archive
 from evalq.queue.messages import trial_label
 from evalq.results.lease import Heartbeat
-from evalq.results.store import claim_grading, init_db
+from evalq.results.store import claim_grading, ready_engine
 from evalq.models import GradeResult
 
 log = logging.getLogger("evalq.grading")
@@ -47,7 +47,7 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
     label = trial_label(payload["trial_id"], payload["attempt"])
     heartbeat = None
     if not payload.get("regrade"):
-        engine = init_db(settings.database_url)
+        engine = ready_engine(settings.database_url)
         owner = f"grader:{hostname or os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         ok, why = claim_grading(engine, payload["trial_id"], payload["attempt"], owner,
                                 settings.lease_seconds)

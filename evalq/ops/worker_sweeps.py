@@ -30,6 +30,13 @@ def _run_folder_loop(runs_dir, every: float) -> None:
 
 @signals.worker_ready.connect
 def _on_worker_ready(sender=None, **_kwargs) -> None:
+    app = getattr(sender, "app", None)
+    queues = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None)
+    start_sweeps(queues)
+
+
+def start_sweeps(queues) -> None:
+    """The sweeps of a worker serving `queues` (also the Redis results worker, results/drain.py)."""
     from evalq.config import load_settings
     from evalq.ops.recovery import broker_run_id
     from evalq.queue.sending import send
@@ -39,8 +46,6 @@ def _on_worker_ready(sender=None, **_kwargs) -> None:
     threading.Thread(target=_run_folder_loop, args=(settings.home / "runs",
                                                     RUN_FOLDER_SWEEP_EVERY),
                      name="evalq-run-folder-sweep", daemon=True).start()
-    app = getattr(sender, "app", None)
-    queues = getattr(getattr(getattr(app, "amqp", None), "queues", None), "consume_from", None)
     if not queues or not ({"grading", "results"} & set(queues)):
         return
     start_worker_sweep(lambda: init_db(settings.database_url), send, settings.lease_seconds,
@@ -49,4 +54,8 @@ def _on_worker_ready(sender=None, **_kwargs) -> None:
 
 @signals.worker_shutdown.connect
 def _on_worker_shutdown(**_kwargs) -> None:
+    stop_sweeps()
+
+
+def stop_sweeps() -> None:
     _stop.set()

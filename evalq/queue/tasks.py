@@ -11,7 +11,8 @@ from evalq.graders.service import grade_message
 from evalq.ops import worker_sweeps  # noqa: F401  (run folders, stranded gradings)
 from evalq.queue.app import app
 from evalq.queue.sending import send
-from evalq.results.service import record_message
+from evalq.results.service import (MAX_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_MAX,
+                                    record_message)
 from evalq.workers.runner import run_trial_message
 
 log = logging.getLogger("evalq.queue.tasks")
@@ -29,8 +30,9 @@ def grade_trial(self, payload: dict) -> str:
     return grade_message(payload, send, hostname=self.request.hostname or "")
 
 
-@app.task(name="evalq.record_result", autoretry_for=(DBAPIError,), retry_backoff=1,
-          retry_backoff_max=10, retry_jitter=False, max_retries=60)
+@app.task(name="evalq.record_result", autoretry_for=(DBAPIError,),
+          retry_backoff=RETRY_BACKOFF, retry_backoff_max=RETRY_BACKOFF_MAX, retry_jitter=False,
+          max_retries=MAX_RETRIES)
 def record_result(payload: dict) -> str:
     """Results queue: the only writer of outcomes (an idempotent upsert)."""
     return record_message(payload)

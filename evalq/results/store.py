@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint, event, func, or_, update
+from sqlalchemy import (JSON, Column, Index, UniqueConstraint, bindparam, event, func, or_,
+                        update)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -157,6 +159,20 @@ def init_db(url: str) -> Engine:
         raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
                         fix="check the URL and that the server is running") from None
     return engine
+
+
+_READY: set[str] = set()
+_READY_LOCK = threading.Lock()
+
+
+def ready_engine(url: str) -> Engine:
+    """init_db once per URL and process: workers run hundreds of trials or thousands of
+    results a second through one process, and each table check costs queries and a connection."""
+    with _READY_LOCK:  # trial threads start together; one checks, the others wait for it
+        if url not in _READY:
+            init_db(url)
+            _READY.add(url)
+    return get_engine(url)
 
 
 def _insert(engine: Engine):
@@ -372,30 +388,78 @@ def record_attempt(engine: Engine, payload: dict[str, Any], regrade: bool = Fals
     With regrade=True, a grading result replaces the earlier one (the row is kept, its
     regrade count goes up). Returns True when a row was written.
     """
-    insert = _insert(engine)
-    values = {k: payload.get(k) for k in RESULT_FIELDS if k in payload}
-    values.update(state="done", lease_expires_at=None, updated_at=time.time())
-    base = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
-                study_id=payload["study_id"], claims=0, regrades=0)
-    statement = insert(AttemptRow).values(**base, **values)
+    return record_attempts(engine, [payload], [regrade])[0]
+
+
+def record_attempts(engine: Engine, payloads: Sequence[dict[str, Any]],
+                    regrades: Optional[Sequence[bool]] = None) -> list[bool]:
+    """Upsert many results in one transaction, each as record_attempt would alone, in order.
+
+    One INSERT ... ON CONFLICT per shape (regrade or not, the same result fields): a field a
+    payload leaves out keeps the row's value, so payloads of different shapes cannot share a
+    statement. A key repeated in the batch goes to a later statement, as if it came later.
+    All or nothing: any bad payload fails the whole call (results/batch.py then retries each
+    alone). Returns, per payload, whether it wrote its row.
+    """
+    regrades = list(regrades) if regrades is not None else [False] * len(payloads)
+    now = time.time()
+    groups: dict[tuple, list[int]] = {}
+    seen: dict[tuple, int] = {}
+    rows = []
+    for index, (payload, regrade) in enumerate(zip(payloads, regrades)):
+        row = _result_row(payload, now)
+        key = (row["trial_id"], row["attempt"])
+        repeat = seen[key] = seen.get(key, -1) + 1
+        shape = (repeat, bool(regrade), tuple(k for k in RESULT_FIELDS if k in payload))
+        groups.setdefault(shape, []).append(index)
+        rows.append(row)
+    written = [False] * len(payloads)
+    events = []
+    with engine.begin() as conn:
+        for (_, regrade, fields), members in sorted(groups.items()):
+            statement = _upsert(engine, fields, regrade)
+            chosen = {(rows[i]["trial_id"], rows[i]["attempt"]): i for i in members}
+            for trial_id, attempt in conn.execute(statement, [rows[i] for i in members]):
+                index = chosen[(trial_id, attempt)]
+                written[index] = True
+                payload = payloads[index]
+                events.append(dict(study_id=payload["study_id"], trial_id=trial_id,
+                                   attempt=attempt, outcome=payload.get("outcome"),
+                                   duration=_duration(payload)))
+        if events:
+            conn.execute(AttemptEvent.__table__.insert(), events)
+    return written
+
+
+def _result_row(payload: dict[str, Any], now: float) -> dict[str, Any]:
+    """The attempt row a result writes (a payload without its ids raises KeyError here)."""
+    row = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
+               study_id=payload["study_id"], claims=0, regrades=0)
+    row.update({k: payload.get(k) for k in RESULT_FIELDS if k in payload})
+    row.update(state="done", lease_expires_at=None, updated_at=now)
+    return row
+
+
+@lru_cache(maxsize=256)
+def _upsert(engine: Engine, fields: tuple[str, ...], regrade: bool):
+    """INSERT ... ON CONFLICT DO UPDATE ... RETURNING the keys it wrote, for one shape.
+
+    A first result fills a row that has no outcome yet; a regrade replaces one that has.
+    """
     table = AttemptRow.__table__
-    update_values = {k: statement.excluded[k] for k in values}
+    columns = ("trial_id", "attempt", "study_id", "claims", "regrades", *fields,
+               "state", "lease_expires_at", "updated_at")
+    statement = _insert(engine)(table).values({c: bindparam(c) for c in columns})
+    update_values = {k: statement.excluded[k] for k in
+                     (*fields, "state", "lease_expires_at", "updated_at")}
     if regrade:
         update_values["regrades"] = table.c.regrades + 1
         condition = table.c.outcome.isnot(None)
     else:
         condition = table.c.outcome.is_(None)
-    statement = statement.on_conflict_do_update(index_elements=["trial_id", "attempt"],
-                                                set_=update_values, where=condition)
-    with Session(engine) as session:
-        result = session.execute(statement)
-        if result.rowcount == 1:
-            session.execute(AttemptEvent.__table__.insert().values(
-                study_id=payload["study_id"], trial_id=payload["trial_id"],
-                attempt=payload["attempt"], outcome=payload.get("outcome"),
-                duration=_duration(payload)))
-        session.commit()
-        return result.rowcount == 1
+    return statement.on_conflict_do_update(
+        index_elements=["trial_id", "attempt"], set_=update_values,
+        where=condition).returning(table.c.trial_id, table.c.attempt)
 
 
 # ------------------------------------------------------------------ reading

@@ -26,7 +26,7 @@ from evalq.study.budgets import effective_limits
 from evalq.ops.run_folders import record_owner
 from evalq.queue.messages import result_payload, trial_label
 from evalq.results.lease import Heartbeat
-from evalq.results.store import claim, get_engine, init_db, is_cancelled, mark_state, read_study
+from evalq.results.store import claim, is_cancelled, mark_state, read_study, ready_engine
 from evalq.workers.agents.base import AgentContext
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
@@ -66,21 +66,6 @@ def _check_visibility(ref: dict, settings: Settings) -> None:
                     "will re-deliver long trials (the lease keeps them from running twice); "
                     "set EVALQ_MAX_TRIAL_SECONDS on every worker", settings.visibility_seconds,
                     needed)
-
-
-_checked: set = set()  # engines whose tables this process has checked
-_checked_lock = threading.Lock()
-
-
-def _process_engine(url: str):
-    """The results engine, its tables checked once per engine and process: hundreds of trial
-    threads starting together must not each run the schema check (and hold a connection)."""
-    with _checked_lock:
-        engine = get_engine(url)
-        if engine not in _checked:
-            engine = _db_retry(init_db, url)
-            _checked.add(engine)
-        return engine
 
 
 class _CancelWatch:
@@ -147,7 +132,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         send(task_name, default_redactor().obj(payload))  # no credential in a DB row (SPEC R3)
 
     install_log_redaction()
-    engine = _process_engine(settings.database_url)
+    engine = _db_retry(ready_engine, settings.database_url)
     _check_visibility(ref, settings)
     host = host_name(hostname)
     label = trial_label(ref["trial_id"], ref["attempt"])
