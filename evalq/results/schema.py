@@ -22,7 +22,7 @@ def add_missing(engine: Engine, metadata: MetaData) -> list[str]:
         for table in metadata.sorted_tables:
             if table.name not in tables:
                 continue  # create_all makes it whole
-            have = {c["name"] for c in present.get_columns(table.name)}
+            have = _column_names(conn, present, table.name)
             for column in table.columns:
                 if column.name not in have:
                     conn.execute(text(_add_column_sql(conn, table.name, column)))
@@ -33,6 +33,18 @@ def add_missing(engine: Engine, metadata: MetaData) -> list[str]:
                     conn.execute(CreateIndex(index, if_not_exists=True))
                     added.append(f"{table.name}:{index.name}")
     return added
+
+
+def _column_names(conn: Connection, present, table: str) -> set[str]:
+    """The table's columns. On PostgreSQL from information_schema: the inspector's query waits
+    for any lock on the table, and a worker starting while another session holds one (a
+    migration, a long transaction) must not hang in its start-up check."""
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(text("SELECT column_name FROM information_schema.columns WHERE "
+                                 "table_schema = current_schema() AND table_name = :t"),
+                            {"t": table})
+        return {row[0] for row in rows}
+    return {c["name"] for c in present.get_columns(table)}
 
 
 def _add_column_sql(conn: Connection, table: str, column: Column) -> str:
