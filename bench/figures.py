@@ -14,11 +14,12 @@ class Figure:
     name: str
     value: Optional[float]          # None = unavailable (never 0)
     unit: str
-    target: Optional[float] = None  # an upper bound, in the same unit as `ratio` (or `value`)
+    target: Optional[float] = None  # a bound, in the same unit as `ratio` (or `value`)
     ratio: Optional[float] = None   # value / reference, when the target is a ratio
     reference: Optional[str] = None
     note: str = ""
     extra: dict = field(default_factory=dict)
+    at_least: bool = False          # the target is a lower bound (a rate), not an upper one
 
     @property
     def compared(self) -> Optional[float]:
@@ -28,6 +29,8 @@ class Figure:
     def met(self) -> Optional[bool]:
         if self.target is None or self.compared is None:
             return None
+        if self.at_least:
+            return self.compared >= self.target
         return self.compared <= self.target
 
     def as_dict(self) -> dict:
@@ -42,7 +45,7 @@ class Figure:
             ratio = "unavailable" if self.ratio is None else f"{self.ratio:.2f}×"
             parts.append(f"ratio to {self.reference}: {ratio}")
         if self.target is not None:
-            bound = f"≤ {self.target:g}{'×' if self.reference else ' ' + self.unit}"
+            bound = f"{'≥' if self.at_least else '≤'} {self.target:g}{'×' if self.reference else ' ' + self.unit}"
             verdict = {True: "MET", False: "MISSED", None: "unavailable"}[self.met]
             parts.append(f"target {bound}: {verdict}")
         if self.note:
