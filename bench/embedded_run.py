@@ -16,8 +16,11 @@ from .services import wait_for
 
 
 def embedded_settings(workdir: Path, sandbox: str) -> Settings:
-    """No broker URL and no database URL: the newcomer's defaults, under a fresh home."""
-    return Settings(home=workdir / "embedded-home", sandbox=sandbox, max_trial_seconds=600.0,
+    """No broker URL and no database URL: the newcomer's defaults, under a fresh home.
+
+    Given as None explicitly: the bench process has EVALQ_BROKER_URL set for the Redis runs."""
+    return Settings(home=workdir / "embedded-home", broker_url=None, database_url=None,
+                    artifacts_url=None, sandbox=sandbox, max_trial_seconds=600.0,
                     lease_seconds=60.0)
 
 
@@ -30,6 +33,7 @@ def run_embedded(workdir: Path, sandbox: str, n: int, concurrency: int = 2) -> d
     from evalq.study.manifest import load_manifest
 
     settings = embedded_settings(workdir / f"embedded-{sandbox}", sandbox)
+    assert settings.embedded, settings.broker_url
     study_id = f"bench-embedded-{sandbox}"
     study = load_manifest(write_study(workdir / study_id, study_id, n))
     # a fresh app: the shared one keeps the connection pool of the Redis runs before this one

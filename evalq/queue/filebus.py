@@ -5,11 +5,12 @@ full, so each of a trial's three hops waited up to that long (issue 19: 6.5 no-o
 against 25/s through Redis). Here a consumer blocks on an inotify watch of the queue folder
 and on a doorbell rung by its own acks, and reads the folder as soon as either fires.
 
-Two fixes to the stock file handling come with it, because waking at once exposes them:
+Three fixes to the stock file handling come with it, because waking at once exposes them:
 a message is written under incoming/ and renamed into the queue folder (a reader never
 sees half a file), and a reader claims a message by renaming it into claimed/ on the same
 filesystem (an atomic rename: two worker processes can never both take one message; stock
-kombu moves to /tmp, a copy across filesystems). Still no server (SPEC D5).
+kombu moves to /tmp, a copy across filesystems); declared bindings are remembered per broker
+folder, not per process. Still no server (SPEC D5).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from queue import Empty
 from time import monotonic
 
 from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
+from kombu.transport import filesystem, virtual
 from kombu.utils.json import dumps, loads
 
 from evalq.queue.dirwatch import DirWatch
@@ -113,24 +114,34 @@ class Transport(filesystem.Transport):
     driver_type = "filesystem"
     driver_name = "evalq-filebus"
 
+    #: declared bindings, one cache per broker folder; stock kombu keeps one for the whole
+    #: process, so a second broker folder in the same process never got its bindings written
+    #: and its messages were dropped
+    states: dict[str, virtual.BrokerState] = {}
+
     def __init__(self, client, **kwargs):
         super().__init__(client, **kwargs)
         options = client.transport_options
+        control = os.path.abspath(options.get("control_folder", "control"))
+        self.state = self.states.setdefault(control, virtual.BrokerState())
         queue_folder = options.get("data_folder_in", "data_in")
         for option in ("data_folder_in", "incoming_folder", "claimed_folder"):
             if options.get(option):
                 os.makedirs(options[option], exist_ok=True)
         self.watch = DirWatch(queue_folder)
-        self._bell_r, self._bell_w = os.pipe()
-        os.set_blocking(self._bell_r, False)
-        os.set_blocking(self._bell_w, False)
+        self._bell: tuple[int, int] | None = os.pipe()  # (read end, write end)
+        for fd in self._bell:
+            os.set_blocking(fd, False)
 
     def ring(self) -> None:
         """Wake a consumer blocked in drain_events (called from any thread of this process)."""
+        bell = self._bell
+        if bell is None:
+            return  # closed: nobody waits
         try:
-            os.write(self._bell_w, b"!")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full or closed: a wake-up is already pending or nobody waits
+            os.write(bell[1], b"!")
+        except BlockingIOError:
+            pass  # the pipe is full: a wake-up is already pending
 
     def drain_events(self, connection, timeout=None):
         """Deliver one message; between empty reads, block on the folder watch and the doorbell."""
@@ -145,14 +156,14 @@ class Transport(filesystem.Transport):
             left = None if timeout is None else timeout - (monotonic() - started)
             if left is not None and left <= 0:
                 raise TimeoutError("no message")  # socket.timeout is TimeoutError
-            self.watch.wait(rescan if left is None else min(rescan, left), (self._bell_r,))
+            bell = () if self._bell is None else (self._bell[0],)
+            self.watch.wait(rescan if left is None else min(rescan, left), bell)
 
     def close_connection(self, connection):
+        """Close the watch and the doorbell once (kombu may call this again on a closed one:
+        closing the same fd numbers twice would close whatever reused them)."""
         super().close_connection(connection)
         self.watch.close()
-        for fd in (self._bell_r, self._bell_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
+        bell, self._bell = self._bell, None
+        for fd in bell or ():
+            os.close(fd)
