@@ -1,7 +1,8 @@
 """The Celery app: three queues (agents, grading, results) and settings for hour-long trials.
 
 `celery -A evalq.queue.app worker -Q agents` works as well as `evalq worker --queues agents`.
-With no EVALQ_BROKER_URL, the broker is kombu's filesystem transport under EVALQ_HOME: the
+With no EVALQ_BROKER_URL, the broker is a folder under EVALQ_HOME read through
+evalq.queue.filebus (kombu's filesystem transport, woken by inotify instead of polling): the
 embedded default, with no server at all (SPEC D5).
 """
 
