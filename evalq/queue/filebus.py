@@ -82,9 +82,7 @@ class Channel(filesystem.Channel):
         raise Empty()
 
     def _folder(self, option: str) -> str:
-        folder = self.transport_options[option]
-        os.makedirs(folder, exist_ok=True)
-        return folder
+        return self.transport_options[option]  # made by Transport.__init__
 
     def basic_ack(self, delivery_tag, multiple=False):
         super().basic_ack(delivery_tag, multiple)
