@@ -6,6 +6,10 @@ processes each): first the floor (bench.floor_app: three trivial Celery hops wit
 start), then a real study of N no-op trials (scripted agent action "noop", bench-noop fixture whose
 hidden check passes at once) through evalq's agents, grading and results queues into the database.
 Per-trial cost = wall time from the first send to the last result, divided by N.
+
+Beside the pipelined figures: the same trial sent one at a time against the sum of its floor
+parts, each measured alone (bench.critical_path), and the embedded default's trial rate as a
+ratio to the Redis path's rate from this same run (bench.embedded_run).
 """
 
 from __future__ import annotations
@@ -24,14 +28,20 @@ from celery import Celery
 from evalq.config import Settings
 from evalq.queue.app import QUEUES, configure
 
+from .critical_path import breakdown_figure, floor_parts, send_one_at_a_time
+from .embedded_run import run_embedded
 from .figures import Figure, ratio
 from .floor_app import raw_start
+from .noop_study import (FIXTURE, IMAGE, now, pipelined_figures, settings_for, wait_finished,
+                         write_study)
 from .services import (ROOT, Workers, celery_worker_argv, child_env, evalq_worker_argv,
                        wait_for)
 
-FIXTURE = ROOT / "bench" / "fixture" / "bench-noop"
-IMAGE = "evalq-grader-python:local"
+__all__ = ["FIXTURE", "IMAGE", "docker_ready", "run"]
+
 TARGETS = {"bwrap": 1.5, "docker": 1.2}
+#: the embedded default's trial rate, at least this fraction of the Redis path's (issue 19)
+EMBEDDED_TARGET = 0.8
 
 
 def docker_ready() -> tuple[bool, str]:
@@ -44,118 +54,66 @@ def docker_ready() -> tuple[bool, str]:
     return True, ""
 
 
-def settings_for(workdir: Path, broker: str, database: str, sandbox: str) -> Settings:
-    return Settings(home=workdir / "home", database_url=database, broker_url=broker,
-                    artifacts_url=str(workdir / "artifacts"), sandbox=sandbox,
-                    max_trial_seconds=600.0, lease_seconds=60.0)
-
-
-def write_study(folder: Path, study_id: str, trials: int) -> Path:
-    """Two no-op conditions × trials/2 repetitions of the bench fixture."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "study.toml"
-    path.write_text(f'''id = "{study_id}"
-fixtures = ["{FIXTURE.as_posix()}"]
-repetitions = {max(1, trials // 2)}
-seed = 1
-
-[budgets]
-wall_seconds = 60
-
-[[conditions]]
-name = "noop-a"
-agent = "scripted"
-settings = {{ action = "noop" }}
-
-[[conditions]]
-name = "noop-b"
-agent = "scripted"
-settings = {{ action = "noop" }}
-''')
-    return path
-
-
 def _start(workers: Workers, argv_of, env, concurrency: int, tag: str) -> None:
     for queue in QUEUES:
         workers.start(argv_of(queue, concurrency, f"{tag}-{queue}@bench"), env, f"{tag}-{queue}")
     workers.wait_ready()
 
 
-def run_floor(settings: Settings, sandbox: str, concurrency: int, n: int, logdir: Path) -> dict:
+def run_floor(settings: Settings, sandbox: str, concurrency: int, n: int, logdir: Path,
+              sequential: bool = False) -> dict:
+    """n floor round trips, all sent at once (pipelined) or each after the last one ended."""
     env = child_env(settings.env())
     workers = Workers(logdir)
+    mode = "seq" if sequential else "pipe"
     try:
         _start(workers, lambda q, c, name: celery_worker_argv("bench.floor_app", q, c, name),
-               env, concurrency, f"floor-{sandbox}-c{concurrency}")
+               env, concurrency, f"floor-{sandbox}-c{concurrency}-{mode}")
         import redis
 
         client = redis.Redis.from_url(settings.broker_url)
         sender = configure(Celery("bench_send"), settings)
         run = uuid.uuid4().hex[:8]
+        done = lambda count: int(client.get(f"bench:floor:{run}:done") or 0) >= count  # noqa
         started = time.time()
         with sender.producer_or_acquire() as producer:
             for i in range(n):
                 sender.send_task("bench.floor_agent", queue="agents", producer=producer,
                                  args=[{"run": run, "i": i, "sandbox": sandbox, "image": IMAGE}])
-        done = lambda: int(client.get(f"bench:floor:{run}:done") or 0) >= n  # noqa: E731
-        wait_for(done, 60 + n * 5.0, f"{n} floor round trips", poll=0.1)
+                if sequential:
+                    wait_for(lambda: done(i + 1), 60, f"floor round trip {i}", poll=0.001)
+        wait_for(lambda: done(n), 60 + n * 5.0, f"{n} floor round trips", poll=0.1)
         last = float(client.get(f"bench:floor:{run}:last"))
     finally:
         workers.stop()
     return {"trials": n, "wall_seconds": last - started, "per_trial": (last - started) / n}
 
 
-def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdir: Path) -> dict:
-    from sqlalchemy import func
-    from sqlmodel import Session, select
-
+def run_study(settings: Settings, concurrency: int, n: int, workdir: Path, logdir: Path,
+              sequential: bool = False) -> dict:
+    """A no-op study through evalq's Redis workers: all sent at once, or one at a time."""
     from evalq.queue.launch import register_study, send_trials
     from evalq.study.manifest import load_manifest
     from evalq.queue.app import app
-    from evalq.results.store import AttemptRow, attempts_of
 
     env = child_env(settings.env())
-    study_id = f"bench-{settings.sandbox}-c{concurrency}-{uuid.uuid4().hex[:6]}"
+    mode = "seq" if sequential else "pipe"
+    study_id = f"bench-{settings.sandbox}-c{concurrency}-{mode}-{uuid.uuid4().hex[:6]}"
     study = load_manifest(write_study(workdir / study_id, study_id, n))
     configure(app, settings)
     engine, _, _ = register_study(study, settings)
     workers = Workers(logdir)
     try:
         _start(workers, lambda q, c, name: evalq_worker_argv(q, c, name), env, concurrency,
-               f"evalq-{settings.sandbox}-c{concurrency}")
-        started = time.time()
+               f"evalq-{settings.sandbox}-c{concurrency}-{mode}")
+        if sequential:
+            return send_one_at_a_time(app, study, engine)
+        started = now()
         summary = send_trials(app, study, engine, resume=False)
-
-        def finished() -> bool:
-            with Session(engine) as session:
-                count = session.exec(select(func.count()).select_from(AttemptRow).where(
-                    AttemptRow.study_id == study_id, AttemptRow.outcome.is_not(None))).one()
-            return count >= summary.planned
-
-        wait_for(finished, 120 + summary.planned * 10.0, f"{summary.planned} trials", poll=0.2)
+        wait_finished(engine, study_id, summary.planned, 120 + summary.planned * 10.0)
     finally:
         workers.stop()
-    rows = attempts_of(engine, study_id)
-    last = max(r.finished_at for r in rows)
-    outcomes: dict[str, int] = {}
-    for row in rows:
-        outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
-
-    def mean(values) -> float | None:
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
-
-    stages = {
-        "agent_stage_seconds": mean(r.agent_finished_at - r.started_at for r in rows
-                                    if r.agent_finished_at and r.started_at),
-        "grader_run_seconds": mean((r.grade or {}).get("duration_seconds") for r in rows),
-        "grading_stage_seconds": mean(r.graded_at - (r.grade or {}).get("started_at", r.graded_at)
-                                      for r in rows if r.graded_at),
-        "record_latency_seconds": mean(r.finished_at - r.graded_at for r in rows
-                                       if r.graded_at and r.finished_at),
-    }
-    return {"study": study_id, "trials": summary.planned, "wall_seconds": last - started,
-            "per_trial": (last - started) / summary.planned, "outcomes": outcomes, **stages}
+    return pipelined_figures(engine, study_id, started)
 
 
 def raw_starts(sandbox: str, n: int) -> dict:
@@ -235,7 +193,7 @@ def _trim(text: str) -> list[str]:
 def run(workdir: Path, broker: str, database: str, trials: int, concurrencies: list[int],
         raw_n: int, log) -> tuple[list[Figure], dict]:
     figures: list[Figure] = []
-    data: dict = {"trials": trials, "runs": {}}
+    data: dict = {"trials": trials, "runs": {}, "one_at_a_time": {}, "embedded": {}}
     logdir = workdir / "logs"
     logdir.mkdir(parents=True, exist_ok=True)
     ok, why = docker_ready()
@@ -245,14 +203,26 @@ def run(workdir: Path, broker: str, database: str, trials: int, concurrencies: l
         figures.append(Figure("overhead per trial, Docker", None, "s",
                               target=TARGETS["docker"], reference="floor",
                               note=f"not measured: {why}"))
-    data["celery_hops_only"] = {}
     data["agent_process"] = agent_process_starts(max(5, raw_n // 5))
     agent_cost = data["agent_process"]["mean"]
     log(f"scripted no-op agent process: {agent_cost * 1000:.1f} ms")
+    sequential_n = max(5, min(30, trials // 5))
+    db_kind = "PostgreSQL" if database.startswith("postgres") else "SQLite"
+    base = settings_for(workdir, broker, database, "bwrap")
+    raw: dict[str, float] = {}
+    for sandbox in sandboxes:
+        data[f"raw_start_{sandbox}"] = raw_starts(sandbox, raw_n)
+        raw[sandbox] = data[f"raw_start_{sandbox}"]["mean"]
+        log(f"raw {sandbox} start: {raw[sandbox] * 1000:.1f} ms")
+    if base.agent_sandbox not in raw and base.agent_sandbox != "none":
+        data[f"raw_start_{base.agent_sandbox}"] = raw_starts(base.agent_sandbox, raw_n)
+        raw[base.agent_sandbox] = data[f"raw_start_{base.agent_sandbox}"]["mean"]
+    hops = run_floor(base, "none", 1, sequential_n, logdir, sequential=True)
+    data["celery_hops_one_at_a_time"] = hops
+    log(f"3 Celery hops, one at a time: {hops['per_trial'] * 1000:.1f} ms")
     for sandbox in sandboxes:
         settings = settings_for(workdir, broker, database, sandbox)
-        data[f"raw_start_{sandbox}"] = raw_starts(sandbox, raw_n)
-        log(f"raw {sandbox} start: {data[f'raw_start_{sandbox}']['mean'] * 1000:.1f} ms")
+        best_rate = None
         for c in concurrencies:
             key = f"{sandbox}-c{c}"
             floor = run_floor(settings, sandbox, c, trials, logdir)
@@ -261,29 +231,42 @@ def run(workdir: Path, broker: str, database: str, trials: int, concurrencies: l
             log(f"study {key}: {study['per_trial'] * 1000:.1f} ms/trial, {study['outcomes']}")
             data["runs"][key] = {"floor": floor, "study": study}
             wrong = {k: v for k, v in study["outcomes"].items() if k != "correct"}
-            # c agent processes run side by side, so the agent process adds agent_cost / c.
-            note = (f"without the no-op agent's own process ({agent_cost * 1000:.0f} ms / {c}): "
-                    f"{(study['per_trial'] - agent_cost / c) / floor['per_trial']:.2f}×")
-            if wrong:
-                note += f"; outcomes {study['outcomes']}"
             figures.append(Figure(
-                f"overhead per trial, {sandbox}, {c} worker process(es) per queue",
+                f"overhead per trial (pipelined), {sandbox}, {c} worker process(es) per queue",
                 study["per_trial"], "s", target=TARGETS[sandbox], reference=f"floor "
-                f"({floor['per_trial'] * 1000:.1f} ms: 3 Celery hops + raw {sandbox} start)",
-                ratio=ratio(study["per_trial"], floor["per_trial"]), note=note,
+                f"({floor['per_trial'] * 1000:.1f} ms: 3 Celery hops + raw {sandbox} start, "
+                "same layout, pipelined)",
+                ratio=ratio(study["per_trial"], floor["per_trial"]),
+                note=(f"outcomes {study['outcomes']}" if wrong else
+                      "the floor has no agent process or agent sandbox; see the "
+                      "one-at-a-time breakdown for those parts"),
                 extra={"study": study, "floor": floor}))
-            figures.append(Figure(f"throughput, {sandbox}, {c} worker process(es) per queue",
-                                  study["trials"] / study["wall_seconds"], "trials/s"))
-    settings = settings_for(workdir, broker, database, "bwrap")
-    hops = run_floor(settings, "none", concurrencies[0], trials, logdir)
-    data["celery_hops_only"] = hops
-    figures.append(Figure(f"floor part: 3 Celery hops, no sandbox, {concurrencies[0]} process "
-                          "per queue", hops["per_trial"], "s"))
-    for sandbox in sandboxes:
-        figures.append(Figure(f"floor part: raw {sandbox} start (sequential mean)",
-                              data[f"raw_start_{sandbox}"]["mean"], "s"))
-    figures.append(Figure("not in the floor: the scripted no-op agent's process (mean)",
-                          agent_cost, "s"))
+            figures.append(Figure(f"throughput (Redis path), {sandbox}, {c} worker process(es) "
+                                  "per queue", study["trials_per_second"], "trials/s"))
+            if best_rate is None or study["trials_per_second"] > best_rate[0]:
+                best_rate = (study["trials_per_second"], c)
+        one = run_study(settings, 1, sequential_n, workdir, logdir, sequential=True)
+        data["one_at_a_time"][sandbox] = one
+        log(f"one at a time {sandbox}: {one['latency_seconds'] * 1000:.1f} ms/trial")
+        figures.append(breakdown_figure(sandbox, one, floor_parts(
+            hops["per_trial"], raw, agent_cost, sandbox, settings.agent_sandbox)))
+        embedded = run_embedded(workdir, sandbox, trials)
+        data["embedded"][sandbox] = embedded
+        log(f"embedded {sandbox}: {embedded['trials_per_second']:.1f} trials/s, "
+            f"{embedded['outcomes']}")
+        wrong = {k: v for k, v in embedded["outcomes"].items() if k != "correct"}
+        figures.append(Figure(
+            f"embedded default trial rate, {sandbox} ({embedded['layout']}, SQLite)",
+            embedded["trials_per_second"], "trials/s", target=EMBEDDED_TARGET, at_least=True,
+            reference=f"the Redis path's best rate in this run ({best_rate[0]:.1f} trials/s, "
+                      f"{best_rate[1]} process(es) per queue, {db_kind})",
+            ratio=ratio(embedded["trials_per_second"], best_rate[0]),
+            note=f"outcomes {embedded['outcomes']}" if wrong else "",
+            extra={"embedded": embedded}))
+    for name, value in (("3 Celery hops, no sandbox, one at a time", hops["per_trial"]),
+                        *((f"raw {k} start (one at a time, mean)", v) for k, v in raw.items()),
+                        ("the scripted no-op agent's process (mean)", agent_cost)):
+        figures.append(Figure(f"floor part: {name}", value, "s"))
     log("profiling the task bodies in-process")
     data["profile"] = {}
     for sandbox in sandboxes:

@@ -27,6 +27,9 @@ def test_embedded_study_end_to_end(tmp_path, fixture_copies):
     assert good["outcomes"]["correct"] == 4 and bad["outcomes"]["incorrect"] == 4
     assert sum(good["outcomes"].values()) == 4 and sum(bad["outcomes"].values()) == 4
     assert good["success_rate"] == 1.0 and bad["success_rate"] == 0.0
+    broker = home / "broker"  # evalq.queue.filebus: every message taken once, nothing left over
+    assert not list((broker / "queue").iterdir()) and not list((broker / "claimed").iterdir())
+    assert not list((broker / "incoming").iterdir()), "no message left half-written"
     db = sqlite3.connect(home / "evalq.db")
     rows = db.execute("select trial_id, count(*), min(outcome) from attempts "
                       "group by trial_id").fetchall()

@@ -1,7 +1,8 @@
 """The Celery app: three queues (agents, grading, results) and settings for hour-long trials.
 
 `celery -A evalq.queue.app worker -Q agents` works as well as `evalq worker --queues agents`.
-With no EVALQ_BROKER_URL, the broker is kombu's filesystem transport under EVALQ_HOME: the
+With no EVALQ_BROKER_URL, the broker is a folder under EVALQ_HOME read through
+evalq.queue.filebus (kombu's filesystem transport, woken by inotify instead of polling): the
 embedded default, with no server at all (SPEC D5).
 """
 
@@ -13,6 +14,8 @@ from celery import Celery
 
 from evalq.config import Settings, load_settings
 
+#: the embedded default's kombu transport (evalq.queue.filebus), by import path
+EMBEDDED_TRANSPORT = "evalq.queue.filebus:Transport"
 QUEUES = ("agents", "grading", "results")
 ROUTES = {
     "evalq.run_trial": {"queue": "agents"},
@@ -27,16 +30,15 @@ def broker_options(settings: Settings, create: bool = False) -> tuple[str, dict]
     The embedded broker's folders are made only when `create` is asked for: importing the app
     (a worker, `evalq --help`) must not write under EVALQ_HOME."""
     if settings.embedded:
-        folder = settings.home / "broker"
-        for sub in ("queue", "processed", "control"):
-            if create:
-                (folder / sub).mkdir(parents=True, exist_ok=True)
-        return "filesystem://", {
-            "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-            "processed_folder": str(folder / "processed"), "store_processed": False,
-            "control_folder": str(folder / "control"),
-            "polling_interval": 0.1,
-        }
+        from evalq.queue.filebus import folders, transport_options
+
+        root = settings.home / "broker"
+        if create:
+            for folder in folders(root).values():
+                folder.mkdir(parents=True, exist_ok=True)
+        # the URL names the stock transport for anyone reading it; `broker_transport` (set in
+        # configure) swaps in the one that wakes on new files instead of polling
+        return "filesystem://", transport_options(root)
     timeout = settings.visibility_seconds
     # kombu sweeps for expired unacked messages every interval x throttle seconds (100 s by
     # default); keep the sweep well inside the visibility timeout so it means what it says.
@@ -52,6 +54,7 @@ def configure(app: Celery, settings: Settings | None = None, create: bool = True
     url, options = broker_options(settings, create)
     app.conf.update(
         broker_url=url,
+        broker_transport=EMBEDDED_TRANSPORT if settings.embedded else None,
         broker_transport_options=options,
         result_backend=None,
         result_backend_transport_options={"visibility_timeout": settings.visibility_seconds},

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from evalq.config import Settings
@@ -33,10 +34,13 @@ class LocalWorkers:
     procs: list[subprocess.Popen]
     started: dict[int, float] = field(default_factory=dict)
     quick_deaths: int = 0
+    #: the workers' log level; bench/ asks for INFO to read Celery's "ready." line
+    loglevel: str = "WARNING"
 
     @classmethod
-    def start(cls, settings: Settings, concurrency: int = 2) -> "LocalWorkers":
-        workers = cls(settings=settings, concurrency=concurrency, procs=[])
+    def start(cls, settings: Settings, concurrency: int = 2,
+              loglevel: str = "WARNING") -> "LocalWorkers":
+        workers = cls(settings=settings, concurrency=concurrency, procs=[], loglevel=loglevel)
         workers.procs.append(workers._spawn(0))
         return workers
 
@@ -44,13 +48,12 @@ class LocalWorkers:
         env = dict(os.environ)
         env.update(self.settings.env())
         env.pop("EVALQ_BROKER_URL", None)
-        log_dir = self.settings.home / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(log_dir / f"embedded-worker-{index}.log", "ab")
+        self.log_path(index).parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path(index), "ab")
         argv = [sys.executable, "-m", "celery", "-A", "evalq.queue.app", "worker",
                 "-Q", ",".join(QUEUES), "-c", str(self.concurrency), "-P", "prefork",
                 "-n", f"embedded{index}-{os.getpid()}@%h", "--without-gossip",
-                "--without-mingle", "--without-heartbeat", "-l", "WARNING"]
+                "--without-mingle", "--without-heartbeat", "-l", self.loglevel]
         self.started[index] = time.monotonic()
         # -P: never import from the working directory (a folder named evalq there would shadow
         # the package); cwd is the home, which evalq owns
@@ -77,8 +80,11 @@ class LocalWorkers:
                 restarted = True
         return restarted
 
+    def log_path(self, index: int) -> Path:
+        return self.settings.home / "logs" / f"embedded-worker-{index}.log"
+
     def _last_log_line(self, index: int) -> str:
-        path = self.settings.home / "logs" / f"embedded-worker-{index}.log"
+        path = self.log_path(index)
         try:
             lines = [line for line in path.read_text(errors="replace").splitlines()
                      if line.strip()]
