@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from evalq.fileio import write_text_atomic
 from evalq.report.html import render_html
+from evalq.report.json_text import dumps_indented
 from evalq.report.markdown import render_markdown
 
 RENDERERS = {
-    "json": lambda report: json.dumps(report, indent=2, sort_keys=False) + "\n",
+    "json": lambda report: dumps_indented(report, indent=2) + "\n",
     "md": render_markdown,
     "html": render_html,
 }
