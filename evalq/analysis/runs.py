@@ -8,6 +8,7 @@ in ``AttemptRow.grade['ratings']`` (see evalq.analysis.seed003). A score nobody 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Optional
 
 from evalq.report.attempts import TrialView, trial_views
@@ -91,9 +92,10 @@ def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
     groups: dict[str, list[Run]] = {}
     for run in runs:  # group first, then sort the small groups: reports call this thousands of times
         groups.setdefault(run.task, []).append(run)
-    return {task: [value(r) for r in sorted(groups[task], key=_repetition)]
+    return {task: list(map(value, sorted(groups[task], key=_repetition)))
             for task in sorted(groups)}
 
 
-def _repetition(run: Run) -> int:
-    return run.repetition
+_repetition = attrgetter("repetition")  # C-level keys: a report sorts millions of runs (bench/)
+#: the value most callers of by_task want, without a Python call per run
+PASSED = attrgetter("passed")

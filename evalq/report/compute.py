@@ -140,14 +140,13 @@ def _power(runs: list[Run], names: list[str], groups: dict[str, dict]) -> tuple[
 
 def _task_grid(runs: list[Run], names: list[str], labels: dict, k: int) -> dict[str, Any]:
     grid: dict[str, Any] = {}
-    cells: dict[tuple[str, str], list[Run]] = {}
-    for run in runs:  # grouped once: scanning all runs per cell is quadratic in big studies
-        cells.setdefault((run.task, run.condition), []).append(run)
+    by_condition: dict[str, list[Run]] = {}
+    for run in runs:  # per-task values are per task: one pass a condition gives every cell
+        by_condition.setdefault(run.condition, []).append(run)
+    values = {name: task_values(by_condition.get(name, []), "tpr", k) for name in names}
     for task in sorted({r.task for r in runs}):
         label = labels.get(task, {})
-        rates = {}
-        for name in names:
-            rates[name] = task_values(cells.get((task, name), []), "tpr", k).get(task)
+        rates = {name: values[name].get(task) for name in names}
         grid[task] = {"track": label.get("track", UNTRACKED), "split": label.get("split"),
                       "suitable": label.get("suitable", True), "pass_rate": rates}
     return grid
