@@ -16,12 +16,14 @@ format is caught.
 from __future__ import annotations
 
 import copy
+import os
 import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 from uuid import uuid4
 
 from celery import signals
+from json.encoder import encode_basestring_ascii
 from kombu.utils.json import JSONEncoder, loads
 
 BATCH = 2000
@@ -123,6 +125,7 @@ class Stencil:
 
     def __init__(self, form: str, body_rest: str, channel, encoding: Optional[str]):
         self.form, self.body_rest, self.channel, self.encoding = form, body_rest, channel, encoding
+        self._limits: dict[tuple[float, float], str] = {}  # a few distinct limits per study
 
     @classmethod
     def of(cls, template: dict[str, Any], channel) -> Optional["Stencil"]:
@@ -143,9 +146,27 @@ class Stencil:
              shadow: Optional[str]) -> str:
         body = "[" + dumps(args) + self.body_rest + "]"
         encoded, _ = self.channel.encode_body(body, self.encoding)
-        return self.form.format(id=dumps(str(uuid4())), tag=dumps(str(uuid4())),
-                                argsrepr=dumps(argsrepr), shadow=dumps(shadow),
-                                timelimit=dumps([hard, soft]), body=dumps(encoded))
+        limits = self._limits.get((hard, soft))
+        if limits is None:
+            limits = self._limits[(hard, soft)] = dumps([hard, soft])
+        return self.form.format(id=_quoted_uuid4(), tag=_quoted_uuid4(),
+                                argsrepr=_string(argsrepr), shadow=_string(shadow),
+                                timelimit=limits, body=_string(encoded))
+
+
+def _string(value: Optional[str]) -> str:
+    """A str or None as JSON text, by the C function the JSON encoder itself uses for str."""
+    return "null" if value is None else encode_basestring_ascii(value)
+
+
+def _quoted_uuid4() -> str:
+    """str(uuid.uuid4()) in quotes, without building a UUID object (two a message, bench/)."""
+    h = "%032x" % ((int.from_bytes(os.urandom(16), "big") & _UUID_CLEAR) | _UUID_V4)
+    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
+
+
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & (2**128 - 1)  # version and variant bits
+_UUID_V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant (as uuid.uuid4)
 
 
 def _filled(template: dict[str, Any], args: list, argsrepr: str, soft: float, hard: float,
