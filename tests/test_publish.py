@@ -128,3 +128,51 @@ def test_a_worker_runs_every_stencilled_message_in_order(redis_url, monkeypatch,
     assert [r["argsrepr"] for r in ran] == [f"trial={n}" for n in range(count)]
     assert len({r["id"] for r in ran}) == count
     assert client.llen("agents") == 0
+
+
+def _trials(count: int):
+    from evalq.results.store import TrialRow
+
+    return [(TrialRow(id=f"s/f{n % 4}/c/r{n}", study_id="s", fixture_id=f"f{n % 4}",
+                      fixture_digest="d", fixture_ref="r", condition="c", repetition=n,
+                      block=0, order_index=n), 1) for n in range(count)]
+
+
+def test_messages_are_held_until_their_rows_exist(redis_url, monkeypatch):
+    """The launcher builds messages while the database creates their attempt rows; no message
+    reaches Redis before that has returned, and if it fails none does."""
+    import threading
+
+    import pytest
+
+    from evalq.queue.launch import publish_run_messages
+
+    app = _app(redis_url, monkeypatch)
+    client = redis.Redis.from_url(redis_url)
+    asked: list[str] = []
+    all_asked = threading.Event()
+
+    def limits(fixture_id: str):
+        asked.append(fixture_id)
+        if len(asked) == 4:  # every fixture's first message is being built
+            all_asked.set()
+        return 10.0, 20.0
+
+    seen_while_building: list[int] = []
+
+    def create_rows() -> None:
+        assert all_asked.wait(30)
+        seen_while_building.append(client.llen("agents"))
+
+    assert publish_run_messages(app, _trials(50), limits, 3, 100, create_rows) == 50
+    assert seen_while_building == [0]
+    assert [m["headers"]["argsrepr"] for m in _queued(redis_url)] == \
+        [f"s/f{n % 4}/c/r{n}#1" for n in range(50)]
+    client.delete("agents")
+
+    def fail() -> None:
+        raise RuntimeError("database refused")
+
+    with pytest.raises(RuntimeError, match="database refused"):
+        publish_run_messages(app, _trials(50), lambda f: (10.0, 20.0), 3, 100, fail)
+    assert client.llen("agents") == 0

@@ -35,8 +35,10 @@ dumps = JSONEncoder().encode
 class Batch:
     """Sends tasks through one producer; on Redis, pipelined and from a template per task name."""
 
-    def __init__(self, app, producer, channel=None, batch: int = BATCH):
+    def __init__(self, app, producer, channel=None, batch: int = BATCH, hold: bool = False):
         self.app, self.producer, self.channel, self.batch = app, producer, channel, batch
+        #: on Redis with `hold`, nothing is pushed before flush(); elsewhere send() sends at once
+        self.held = hold and channel is not None
         self.templates: dict[str, dict[str, Any]] = {}
         self._captured: Optional[dict[str, Any]] = None
         self._pipe = channel.client.pipeline(transaction=False) if channel is not None else None
@@ -78,23 +80,24 @@ class Batch:
     def push_text(self, list_key: str, text: str) -> None:
         """Queue one encoded message for the Redis list; sent with the next flush."""
         self._pending.append((list_key, text))
-        if len(self._pending) >= self.batch:
+        if len(self._pending) >= self.batch and not self.held:
             self.flush()
 
     def flush(self) -> None:
-        """One pipeline round trip: an LPUSH per run of messages for the same list.
+        """A pipeline round trip per `batch` messages: an LPUSH per run of them for one list.
 
         LPUSH key a b c leaves c at the head, and kombu's BRPOP takes from the tail: a first,
         as if each had been pushed alone."""
-        if self._pipe is None or not self._pending:
+        if self._pipe is None:
             return
-        start = 0
-        for i in range(1, len(self._pending) + 1):
-            if i == len(self._pending) or self._pending[i][0] != self._pending[start][0]:
-                self._pipe.lpush(self._pending[start][0],
-                                 *(text for _, text in self._pending[start:i]))
-                start = i
-        self._pipe.execute()
+        for at in range(0, len(self._pending), self.batch):
+            chunk = self._pending[at:at + self.batch]
+            start = 0
+            for i in range(1, len(chunk) + 1):
+                if i == len(chunk) or chunk[i][0] != chunk[start][0]:
+                    self._pipe.lpush(chunk[start][0], *(text for _, text in chunk[start:i]))
+                    start = i
+            self._pipe.execute()
         self._pending.clear()
 
     def _remember(self, name: str, args: list, message: dict[str, Any]) -> None:
@@ -194,8 +197,11 @@ def _no_publish_hooks() -> bool:
 
 
 @contextmanager
-def batch_sender(app, batch: int = BATCH) -> Iterator[Batch]:
-    """A Batch over one producer; pipelined and templated on Redis, plain send_task elsewhere."""
+def batch_sender(app, batch: int = BATCH, hold: bool = False) -> Iterator[Batch]:
+    """A Batch over one producer; pipelined and templated on Redis, plain send_task elsewhere.
+
+    With `hold` (Redis only, see Batch.held), every message waits until the block ends without
+    an exception: one that raises sends nothing."""
     with app.producer_or_acquire() as producer:
         channel = producer.channel
         redis = str(app.conf.broker_url or "").startswith(("redis://", "rediss://")) and \
@@ -203,7 +209,7 @@ def batch_sender(app, batch: int = BATCH) -> Iterator[Batch]:
         if not redis:
             yield Batch(app, producer)
             return
-        sender = Batch(app, producer, channel, batch)
+        sender = Batch(app, producer, channel, batch, hold)
         tables: dict[str, object] = {}
         original_table = channel.get_table
 
