@@ -52,3 +52,16 @@ def test_what_json_cannot_hold_is_refused_like_json_dumps():
             json.dumps(doc, indent=2)
         with pytest.raises(TypeError):
             dumps_indented(doc)
+
+
+def test_rows_split_into_pieces_join_to_the_same_text(monkeypatch):
+    """Trial rows are encoded a few thousand at a time; every boundary joins up exactly."""
+    from evalq.report import json_text
+
+    monkeypatch.setattr(json_text, "ROWS_PER_PIECE", 3)
+    rows = [{"a": i, "b": "x" * i, "c": None} for i in range(10)]
+    for n in range(1, len(rows) + 1):
+        doc = {"rows": rows[:n], "nested": [rows[:n], {"more": rows[:n]}]}
+        pieces = list(json_text.indented_pieces(doc))
+        assert "".join(pieces) == json.dumps(doc, indent=2)
+        assert n <= 3 or len(pieces) > 7  # more than one piece of rows

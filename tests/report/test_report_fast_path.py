@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalq.report.compute import compute_report
-from evalq.report.write import RENDERERS
+from evalq.report.write import RENDERERS, write_reports
 from evalq.results.store import (StudyRow, TrialRow, create_attempts, init_db, record_attempt,
                                  save_study)
 
@@ -87,16 +87,19 @@ def mixed_study(db_url: str, study_id: str = "mixed") -> object:
     return engine
 
 
-def _report_json(db_url: str) -> str:
-    engine = mixed_study(db_url)
-    return RENDERERS["json"](compute_report(engine, "mixed", n_resamples=2000))
+def _report(db_url: str) -> dict:
+    return compute_report(mixed_study(db_url), "mixed", n_resamples=2000)
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_report_json_is_what_the_code_before_issue_19_wrote(database, tmp_path, request):
     url = f"sqlite:///{tmp_path / 'r.db'}" if database == "sqlite" else \
         request.getfixturevalue("postgres_url")
-    assert _report_json(url) == GOLDEN.read_text()
+    report = _report(url)
+    golden = GOLDEN.read_text()
+    assert RENDERERS["json"](report) == golden
+    written = write_reports(report, tmp_path / "out", ("json",))["json"]  # written in pieces
+    assert written.read_text() == golden
 
 
 if __name__ == "__main__":
@@ -104,5 +107,5 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(_report_json(f"sqlite:///{tmp}/r.db"))
+        GOLDEN.write_text(RENDERERS["json"](_report(f"sqlite:///{tmp}/r.db")))
     print(f"wrote {GOLDEN}", file=sys.stderr)
