@@ -177,14 +177,18 @@ def _counted_reason(view) -> Optional[str]:
 
 
 def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
-    v, m = run.view, run.counted_metrics
+    v, counted = run.view, run.view.counted
+    m = (counted.metrics or {}) if counted is not None else {}  # read only: no copy (100k rows)
+    first = v.first
+    label = labels.get(run.task, {})
+    grade = (counted.grade or {}) if counted is not None else None
     return {"trial_id": v.trial_id, "fixture": v.fixture_id, "condition": v.condition,
             "repetition": v.repetition, "order": v.order_index, "outcome": v.outcome,
-            "first_outcome": v.first.outcome if v.first else None,
+            "first_outcome": first.outcome if first else None,
             "reason": _counted_reason(v),
             "attempts": len(v.attempts), "passed": run.passed,
-            "track": labels.get(run.task, {}).get("track", UNTRACKED),
-            "split": labels.get(run.task, {}).get("split"),
+            "track": label.get("track", UNTRACKED),
+            "split": label.get("split"),
             "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
             "cache_read_tokens": m.get("cache_read_tokens"),
             "cache_write_tokens": m.get("cache_write_tokens"),
@@ -194,11 +198,11 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "tool_calls": m.get("tool_calls"), "tool_failures": m.get("tool_failures"),
             "stop_reason": m.get("stop_reason"),
             "cost_usd": m.get("cost_usd"), "cost_source": m.get("cost_source"),
-            "accounting_complete": None if v.counted is None else None not in (
+            "accounting_complete": None if counted is None else None not in (
                 m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
             "duration_seconds": m.get("duration_seconds"),
-            "verdict": (v.counted.grade or {}).get("verdict") if v.counted else None,
-            "tampered": (v.counted.grade or {}).get("tampered") if v.counted else None,
+            "verdict": grade.get("verdict") if grade is not None else None,
+            "tampered": grade.get("tampered") if grade is not None else None,
             # the model gateway's count of the same traffic, and the counts that differ
             **{name: m.get(name) for name in WIRE_COLUMNS}}
 
