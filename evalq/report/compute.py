@@ -18,7 +18,7 @@ from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics,
 from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import reliability as reliability_block
-from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
+from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
@@ -229,6 +229,11 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
     study, runs = study_runs(engine, study_id)
+    with shared_groupings():  # each condition's runs grouped by task once, not per metric
+        return _report(study, runs, n_resamples)
+
+
+def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
     views = [r.view for r in runs]
     names = condition_names(study)
     mode = study.mode
