@@ -12,7 +12,7 @@ import numpy as np
 
 from evalq import stats
 from evalq.models import COMPARABLE_METRICS
-from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns, resample_chunks
 from evalq.analysis.runs import PASSED, Run, by_task
 
 METRICS = ("success_rate", *COMPARABLE_METRICS)
@@ -90,10 +90,10 @@ def task_values(runs: list[Run], metric: str, k: int) -> dict[str, Optional[floa
 def pooled_ratio_ci(correct: np.ndarray, valid: np.ndarray, *, n_resamples: int,
                     seed: int, confidence: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate."""
-    rng = np.random.default_rng(seed)
     n = correct.size
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    num, den = correct[idx].sum(axis=1), valid[idx].sum(axis=1)
+    chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one (R x n) matrix
+    num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
+    den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
     ratios = num[den > 0] / den[den > 0]
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha])

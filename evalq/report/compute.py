@@ -22,7 +22,7 @@ from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
-from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
+from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_resamples
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
@@ -229,7 +229,8 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
     study, runs = study_runs(engine, study_id)
-    with shared_groupings():  # each condition's runs grouped by task once, not per metric
+    # each condition's runs grouped by task, and each set of resample indices drawn, once
+    with shared_groupings(), shared_resamples():
         return _report(study, runs, n_resamples)
 
 
