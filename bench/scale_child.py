@@ -3,6 +3,8 @@
     python -m bench.scale_child plan   STUDY_TOML            (EVALQ_* settings in the environment)
     python -m bench.scale_child seed   STUDY_ID TASKS REPS   (inserts trials + attempts directly)
     python -m bench.scale_child report STUDY_ID OUT_DIR [--traced]
+    python -m bench.scale_child floor-push COUNT     (pre-built messages pushed to Redis)
+    python -m bench.scale_child floor-read STUDY_ID  (the report's rows, one query, into numpy)
 
 Prints one JSON object: seconds per phase, peak RSS and tracemalloc's peak of Python objects.
 """
@@ -119,6 +121,66 @@ def report(study_id: str, out_dir: str, traced: bool) -> dict:
     return result
 
 
+def floor_push(count: int) -> dict:
+    """The plan's floor: `count` finished run_trial messages, built before the clock starts,
+    pushed into the agents list by the launcher's own pipelined pusher (evalq.queue.publish);
+    everything evalq does beyond this (planning, the database, building messages) is overhead."""
+    import redis
+
+    from evalq.config import load_settings
+    from evalq.queue.app import app, configure
+    from evalq.queue.publish import Batch
+
+    settings = load_settings()
+    configure(app, settings)
+    client = redis.Redis.from_url(settings.broker_url)
+    app.send_task("evalq.run_trial", args=[{"trial_id": "floor/f/c/r1", "attempt": 1}],
+                  soft_time_limit=3600.0, time_limit=3900.0, argsrepr="floor/f/c/r1#1")
+    model = client.rpop("agents").decode()  # one real message: the same shape and size
+    task_id = json.loads(model)["headers"]["id"]
+    texts = [model.replace(task_id, f"{i:08d}{task_id[8:]}") for i in range(count)]
+    with app.producer_or_acquire() as producer:
+        sender = Batch(app, producer, producer.channel)
+        started = time.perf_counter()
+        for text in texts:
+            sender.push_text("agents", text)
+        sender.flush()
+        seconds = time.perf_counter() - started
+    queued = client.llen("agents")
+    client.delete("agents")
+    if queued != count:
+        raise RuntimeError(f"floor-push queued {queued} of {count} messages")
+    return {"messages": count, "seconds": seconds, "peak_rss_mib": _peak_rss_mib()}
+
+
+def floor_read(study_id: str) -> dict:
+    """The report's floor: every trial and attempt row of the study (all the columns the report
+    reads, JSON decoded by the driver) by one SQL query, into one numpy array per column."""
+    import numpy as np
+
+    from evalq.config import load_settings
+    from evalq.results.store import init_db
+
+    engine = init_db(load_settings().database_url)
+    started = time.perf_counter()
+    with engine.connect() as conn:
+        cursor = conn.connection.cursor()
+        cursor.execute(
+            "SELECT t.*, a.* FROM trials t LEFT JOIN attempts a ON a.trial_id = t.id "
+            "WHERE t.study_id = %s ORDER BY t.order_index, a.attempt", (study_id,))
+        rows = cursor.fetchall()
+        names = [d[0] for d in cursor.description]
+        cursor.close()
+    columns = {}
+    for i, values in enumerate(zip(*rows)):  # numbers as floats, the rest (text, JSON) objects
+        numeric = {type(v) for v in values} <= {int, float}
+        columns[f"{i}:{names[i]}"] = np.fromiter(values, dtype=float if numeric else object,
+                                                 count=len(values))
+    seconds = time.perf_counter() - started
+    return {"rows": len(rows), "columns": len(columns), "seconds": seconds,
+            "peak_rss_mib": _peak_rss_mib()}
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "plan":
@@ -127,8 +189,13 @@ def main(argv: list[str]) -> None:
         result = seed(args[0], int(args[1]), int(args[2]))
     elif command == "report":
         result = report(args[0], args[1], "--traced" in args)
+    elif command == "floor-push":
+        result = floor_push(int(args[0]))
+    elif command == "floor-read":
+        result = floor_read(args[0])
     else:
-        raise SystemExit(f"unknown command {command!r}: use plan, seed or report")
+        raise SystemExit(f"unknown command {command!r}: use plan, seed, report, floor-push or "
+                         "floor-read")
     print(json.dumps(result))
 
 

@@ -7,7 +7,7 @@ import os
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
@@ -78,13 +78,15 @@ def validation_error(exc, path: Path) -> UserError:
     return UserError(err.get("msg", "invalid value"), file=path, field=loc, fix=fix)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so a reader sees the old file or the new one, never half of it."""
+def write_text_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write `text` to `path` so a reader sees the old file or the new one, never half of it.
+
+    `text` may come in pieces (a 100 MiB report), written as they come."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.writelines([text] if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -47,6 +47,7 @@ def test_filled_messages_equal_celerys_own(redis_url, monkeypatch):
             sender.send("evalq.run_trial", _payload(n), f"trial={n}", 100.0 + n % 3, 200.0 + n % 3,
                         f"run_trial s/f/c/r{n}#1")
         assert set(sender.templates) == {"evalq.run_trial"}
+        assert sender.stencils["evalq.run_trial"] is not None  # messages 2..20 are stencilled
     batched = _queued(redis_url)
     redis.Redis.from_url(redis_url).delete("agents")
 
@@ -86,3 +87,92 @@ def test_publish_signal_receivers_see_every_message(redis_url, monkeypatch):
         signals.before_task_publish.disconnect(receiver)
     assert seen == [f"trial={n}" for n in range(5)]
     assert len(_queued(redis_url)) == 5
+
+
+def test_a_worker_runs_every_stencilled_message_in_order(redis_url, monkeypatch, tmp_path):
+    """A real `celery worker` takes the pipelined, stencilled messages and runs each one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    app = _app(redis_url, monkeypatch)
+    count = 30
+    with batch_sender(app, batch=8) as sender:
+        for n in range(count):
+            sender.send("evalq.run_trial", _payload(n), f"trial={n}", 50.0 + n, 90.0 + n)
+        assert sender.stencils["evalq.run_trial"] is not None  # the fast path was taken
+    env = dict(os.environ, EVALQ_BROKER_URL=redis_url,
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           os.environ.get("PYTHONPATH", "")]))
+    log = open(tmp_path / "worker.log", "wb")
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "publish_worker_app",
+                               "worker", "-Q", "agents", "-c", "1", "-P", "solo",
+                               "-n", "publish-test@host", "-l", "INFO"], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + 60
+        while client.llen("publish-test:ran") < count and time.monotonic() < deadline:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            time.sleep(0.1)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(30)
+    ran = [json.loads(m) for m in client.lrange("publish-test:ran", 0, -1)]
+    assert len(ran) == count, (tmp_path / "worker.log").read_text()[-3000:]
+    assert [r["trial_id"] for r in ran] == [_payload(n)[0]["trial_id"] for n in range(count)]
+    assert [r["timelimit"] for r in ran] == [[90.0 + n, 50.0 + n] for n in range(count)]
+    assert [r["argsrepr"] for r in ran] == [f"trial={n}" for n in range(count)]
+    assert len({r["id"] for r in ran}) == count
+    assert client.llen("agents") == 0
+
+
+def _trials(count: int):
+    from evalq.results.store import TrialRow
+
+    return [(TrialRow(id=f"s/f{n % 4}/c/r{n}", study_id="s", fixture_id=f"f{n % 4}",
+                      fixture_digest="d", fixture_ref="r", condition="c", repetition=n,
+                      block=0, order_index=n), 1) for n in range(count)]
+
+
+def test_messages_are_held_until_their_rows_exist(redis_url, monkeypatch):
+    """The launcher builds messages while the database creates their attempt rows; no message
+    reaches Redis before that has returned, and if it fails none does."""
+    import threading
+
+    import pytest
+
+    from evalq.queue.launch import publish_run_messages
+
+    app = _app(redis_url, monkeypatch)
+    client = redis.Redis.from_url(redis_url)
+    asked: list[str] = []
+    all_asked = threading.Event()
+
+    def limits(fixture_id: str):
+        asked.append(fixture_id)
+        if len(asked) == 4:  # every fixture's first message is being built
+            all_asked.set()
+        return 10.0, 20.0
+
+    seen_while_building: list[int] = []
+
+    def create_rows() -> None:
+        assert all_asked.wait(30)
+        seen_while_building.append(client.llen("agents"))
+
+    assert publish_run_messages(app, _trials(50), limits, 3, 100, create_rows) == 50
+    assert seen_while_building == [0]
+    assert [m["headers"]["argsrepr"] for m in _queued(redis_url)] == \
+        [f"s/f{n % 4}/c/r{n}#1" for n in range(50)]
+    client.delete("agents")
+
+    def fail() -> None:
+        raise RuntimeError("database refused")
+
+    with pytest.raises(RuntimeError, match="database refused"):
+        publish_run_messages(app, _trials(50), lambda f: (10.0, 20.0), 3, 100, fail)
+    assert client.llen("agents") == 0

@@ -12,8 +12,8 @@ import numpy as np
 
 from evalq import stats
 from evalq.models import COMPARABLE_METRICS
-from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns
-from evalq.analysis.runs import Run, by_task
+from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns, resample_chunks
+from evalq.analysis.runs import PASSED, Run, by_task
 
 METRICS = ("success_rate", *COMPARABLE_METRICS)
 LABELS = {"success_rate": "success rate", "tpr": "TPR", "rp_at_k": "RP@k",
@@ -73,7 +73,7 @@ MISSING_REASON = {
 
 def task_values(runs: list[Run], metric: str, k: int) -> dict[str, Optional[float]]:
     """One value per task (the resampling unit); None where the task has no usable run."""
-    passed = by_task(runs, lambda r: r.passed)
+    passed = by_task(runs, PASSED)
     if metric in ("tpr", "success_rate"):
         return stats.task_rates(passed)
     if metric == "rp_at_k":
@@ -90,10 +90,10 @@ def task_values(runs: list[Run], metric: str, k: int) -> dict[str, Optional[floa
 def pooled_ratio_ci(correct: np.ndarray, valid: np.ndarray, *, n_resamples: int,
                     seed: int, confidence: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate."""
-    rng = np.random.default_rng(seed)
     n = correct.size
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    num, den = correct[idx].sum(axis=1), valid[idx].sum(axis=1)
+    chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one (R x n) matrix
+    num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
+    den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
     ratios = num[den > 0] / den[den > 0]
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
@@ -101,7 +101,7 @@ def pooled_ratio_ci(correct: np.ndarray, valid: np.ndarray, *, n_resamples: int,
 
 
 def _success_rate(runs: list[Run], seed: int, n_resamples: int) -> dict[str, Any]:
-    passed = by_task(runs, lambda r: r.passed)
+    passed = by_task(runs, PASSED)
     estimate = stats.success_rate(passed)
     counts = [(sum(v for v in vals if v is not None), sum(v is not None for v in vals))
               for vals in passed.values()]
@@ -158,7 +158,7 @@ def pass_k_tables(runs_by_condition: dict[str, list[Run]], n: int, *, seed: int 
     counts: dict[str, dict[str, tuple[int, int]]] = {}
     for name, runs in runs_by_condition.items():
         counts[name] = {}
-        for task, values in by_task(runs, lambda r: r.passed).items():
+        for task, values in by_task(runs, PASSED).items():
             ok = stats.valid_runs(values)
             counts[name][task] = (len(ok), sum(ok))
     tasks = sorted({t for per_task in counts.values() for t in per_task})

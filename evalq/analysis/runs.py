@@ -7,8 +7,11 @@ in ``AttemptRow.grade['ratings']`` (see evalq.analysis.seed003). A score nobody 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from operator import attrgetter
+from typing import Any, Iterator, Optional
 
 from evalq.report.attempts import TrialView, trial_views
 from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, records
@@ -88,12 +91,41 @@ def condition_names(study: StudyRow) -> list[str]:
 
 def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
     """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics."""
+    return {task: list(map(value, group)) for task, group in _grouped(runs)}
+
+
+#: within `shared_groupings`, each run list's grouping by identity: a report asks for the same
+#: condition's runs grouped by task for every metric and comparison (dozens of times, 50,000
+#: runs each; bench/ report)
+_GROUPINGS: ContextVar[Optional[dict]] = ContextVar("evalq_groupings", default=None)
+
+
+@contextmanager
+def shared_groupings() -> Iterator[None]:
+    """Within the block, by_task groups a run list once. Run lists are made whole and not
+    changed afterwards; the kept list itself (not a copy) and its length are checked anyway."""
+    token = _GROUPINGS.set({})
+    try:
+        yield
+    finally:
+        _GROUPINGS.reset(token)
+
+
+def _grouped(runs: list[Run]) -> list[tuple[str, list[Run]]]:
+    """(task, its runs by repetition) in task order."""
+    kept_all = _GROUPINGS.get()
+    kept = kept_all.get(id(runs)) if kept_all is not None else None
+    if kept is not None and kept[0] is runs and kept[1] == len(runs):
+        return kept[2]
     groups: dict[str, list[Run]] = {}
-    for run in runs:  # group first, then sort the small groups: reports call this thousands of times
+    for run in runs:  # group first, then sort the small groups
         groups.setdefault(run.task, []).append(run)
-    return {task: [value(r) for r in sorted(groups[task], key=_repetition)]
-            for task in sorted(groups)}
+    grouped = [(task, sorted(groups[task], key=_repetition)) for task in sorted(groups)]
+    if kept_all is not None:
+        kept_all[id(runs)] = (runs, len(runs), grouped)
+    return grouped
 
 
-def _repetition(run: Run) -> int:
-    return run.repetition
+_repetition = attrgetter("repetition")  # C-level keys: a report sorts millions of runs (bench/)
+#: the value most callers of by_task want, without a Python call per run
+PASSED = attrgetter("passed")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator, Optional
 
 from sqlmodel import Session
 from sqlalchemy import update
@@ -111,28 +113,63 @@ def settings_for_study(settings: Settings, study: Study) -> Settings:
     return settings.model_copy(update={"max_trial_seconds": longest})
 
 
-def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]]) -> int:
+def send_run_messages(app, study: Study, to_send: list[tuple[TrialRow, int]],
+                      before_sending: Optional[Callable[[], None]] = None) -> int:
     """run_trial messages for (trial, attempt) pairs, with time limits from the budgets."""
     return publish_run_messages(app, to_send, lambda fixture_id: task_limits(study, fixture_id),
                                 study.manifest.max_attempts,
-                                visibility_for(longest_trial_seconds(study)))
+                                visibility_for(longest_trial_seconds(study)), before_sending)
 
 
 def publish_run_messages(app, to_send: list[tuple[TrialRow, int]],
                          limits_of: Callable[[str], tuple[float, float]], max_claims: int,
-                         visibility: int) -> int:
-    """Send run_trial messages; `limits_of(fixture_id)` gives (soft, hard), asked once a fixture."""
+                         visibility: int,
+                         before_sending: Optional[Callable[[], None]] = None) -> int:
+    """Send run_trial messages; `limits_of(fixture_id)` gives (soft, hard), asked once a fixture.
+
+    `before_sending` (creating the attempt rows the messages name) has returned before any
+    message is sent. On Redis it runs in a thread while the messages are built and held, so
+    the database's work and the building overlap (bench/); if it fails, nothing is sent.
+    """
     limits: dict[str, tuple[float, float]] = {}  # per fixture, not per message (bench/)
-    with batch_sender(app) as sender:
-        for trial, attempt in to_send:
-            if trial.fixture_id not in limits:
-                limits[trial.fixture_id] = limits_of(trial.fixture_id)
-            soft, hard = limits[trial.fixture_id]
-            message = message_for(trial, attempt, max_claims, visibility)
-            shown = shown_as("evalq.run_trial", message)
-            sender.send("evalq.run_trial", [message], shown["argsrepr"], soft, hard,
-                        shown["shadow"])
+    with batch_sender(app, hold=before_sending is not None) as sender:
+        if before_sending is not None and not sender.held:  # this broker sends at once
+            before_sending()
+            before_sending = None
+        with alongside(before_sending):
+            for trial, attempt in to_send:
+                if trial.fixture_id not in limits:
+                    limits[trial.fixture_id] = limits_of(trial.fixture_id)
+                soft, hard = limits[trial.fixture_id]
+                message = message_for(trial, attempt, max_claims, visibility)
+                shown = shown_as("evalq.run_trial", message)
+                sender.send("evalq.run_trial", [message], shown["argsrepr"], soft, hard,
+                            shown["shadow"])
     return len(to_send)
+
+
+@contextmanager
+def alongside(work: Optional[Callable[[], None]]) -> Iterator[None]:
+    """Run `work` in a thread during the block; the block ends only when it has, with its error."""
+    if work is None:
+        yield
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="evalq-before-sending")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def make_sweeper(app, study: Study, engine, settings: Settings):
@@ -175,16 +212,18 @@ def send_trials(app, study: Study, engine, resume: bool) -> LaunchSummary:
             in_flight += 1
         else:
             to_send.append((trial, row.attempt))
-    new_attempts = [t.id for t, a in to_send]
-    create_attempts(engine, new_attempts, {t.id: a for t, a in to_send}, study.id)
-    if resume:
-        with Session(engine) as session:
-            for trial, attempt in to_send:
-                session.execute(update(AttemptRow).where(
-                    AttemptRow.trial_id == trial.id, AttemptRow.attempt == attempt,
-                    AttemptRow.state == "cancelled").values(state="queued"))
-            session.commit()
-    send_run_messages(app, study, to_send)
+    def create() -> None:  # the rows every message names, committed before any is sent
+        create_attempts(engine, [t.id for t, a in to_send], {t.id: a for t, a in to_send},
+                        study.id)
+        if resume:
+            with Session(engine) as session:
+                for trial, attempt in to_send:
+                    session.execute(update(AttemptRow).where(
+                        AttemptRow.trial_id == trial.id, AttemptRow.attempt == attempt,
+                        AttemptRow.state == "cancelled").values(state="queued"))
+                session.commit()
+
+    send_run_messages(app, study, to_send, before_sending=create)
     if to_send:
         log.info("study %s: sent %d run_trial message(s), first %s", study.id, len(to_send),
                  trial_label(to_send[0][0].id, to_send[0][1]))

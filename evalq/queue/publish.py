@@ -5,7 +5,10 @@ sends it with its own round trips; for a study of 100,000 trials that dominates 
 On the Redis transport a Batch sends the first message of a kind through `app.send_task`,
 keeps what Celery and kombu made of it as a template, and fills that template for the others:
 a fresh task id and delivery tag, the arguments, their readable form and the time limits. The
-pushes go through one non-transactional pipeline. `test_filled_messages_equal_celerys_own`
+template is rendered once into a format string with a slot for each of those (a Stencil), so a
+message costs one JSON encoding of its arguments, a base64 and one str.format. The pushes go
+through one non-transactional pipeline, many messages per LPUSH (the order a worker's BRPOP
+takes them in is the order they were sent). `test_filled_messages_equal_celerys_own`
 (tests/test_publish.py) compares a filled message with one Celery builds itself, so an upgrade that changes the
 format is caught.
 """
@@ -13,11 +16,14 @@ format is caught.
 from __future__ import annotations
 
 import copy
+import os
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 from uuid import uuid4
 
 from celery import signals
+from json.encoder import encode_basestring_ascii
 from kombu.utils.json import JSONEncoder, loads
 
 BATCH = 2000
@@ -29,21 +35,26 @@ dumps = JSONEncoder().encode
 class Batch:
     """Sends tasks through one producer; on Redis, pipelined and from a template per task name."""
 
-    def __init__(self, app, producer, channel=None, batch: int = BATCH):
+    def __init__(self, app, producer, channel=None, batch: int = BATCH, hold: bool = False):
         self.app, self.producer, self.channel, self.batch = app, producer, channel, batch
+        #: on Redis with `hold`, nothing is pushed before flush(); elsewhere send() sends at once
+        self.held = hold and channel is not None
         self.templates: dict[str, dict[str, Any]] = {}
         self._captured: Optional[dict[str, Any]] = None
         self._pipe = channel.client.pipeline(transaction=False) if channel is not None else None
-        self._queued = 0
+        self._pending: list[tuple[str, str]] = []  # (Redis list, message text), in send order
         self._declared: set[str] = set()
+        self.stencils: dict[str, Optional[Stencil]] = {}
 
     def send(self, name: str, args: list, argsrepr: str, soft: float, hard: float,
              shadow: Optional[str] = None) -> None:
         """One message; `argsrepr` and `shadow` are what Flower and worker logs show for it."""
         template = self.templates.get(name)
         if template is not None and _no_publish_hooks():
-            self._push_to(template["list_key"], _filled(template, args, argsrepr, soft, hard,
-                                                        self.channel, shadow))
+            stencil = self.stencils.get(name)
+            text = stencil.fill(args, argsrepr, soft, hard, shadow) if stencil else \
+                dumps(_filled(template, args, argsrepr, soft, hard, self.channel, shadow))
+            self.push_text(template["list_key"], text)
             return
         declare = {"declare": []} if name in self._declared else {}
         self.app.send_task(name, args=args, soft_time_limit=soft, time_limit=hard,
@@ -64,18 +75,30 @@ class Batch:
         return self.channel._q_for_pri(queue, priority)
 
     def _push(self, queue: str, message: dict[str, Any]) -> None:
-        self._push_to(self._list_key(queue, message), message)
+        self.push_text(self._list_key(queue, message), dumps(message))
 
-    def _push_to(self, list_key: str, message: dict[str, Any]) -> None:
-        self._pipe.lpush(list_key, dumps(message))
-        self._queued += 1
-        if self._queued >= self.batch:
+    def push_text(self, list_key: str, text: str) -> None:
+        """Queue one encoded message for the Redis list; sent with the next flush."""
+        self._pending.append((list_key, text))
+        if len(self._pending) >= self.batch and not self.held:
             self.flush()
 
     def flush(self) -> None:
-        if self._pipe is not None and self._queued:
+        """A pipeline round trip per `batch` messages: an LPUSH per run of them for one list.
+
+        LPUSH key a b c leaves c at the head, and kombu's BRPOP takes from the tail: a first,
+        as if each had been pushed alone."""
+        if self._pipe is None:
+            return
+        for at in range(0, len(self._pending), self.batch):
+            chunk = self._pending[at:at + self.batch]
+            start = 0
+            for i in range(1, len(chunk) + 1):
+                if i == len(chunk) or chunk[i][0] != chunk[start][0]:
+                    self._pipe.lpush(chunk[start][0], *(text for _, text in chunk[start:i]))
+                    start = i
             self._pipe.execute()
-            self._queued = 0
+        self._pending.clear()
 
     def _remember(self, name: str, args: list, message: dict[str, Any]) -> None:
         """Keep a message as a template only in the plain form this module knows how to fill."""
@@ -90,19 +113,81 @@ class Batch:
         if plain:  # filled messages share the template's priority, hence its Redis list
             self.templates[name] = dict(message, body_rest=body[1:],
                                         list_key=self._list_key(message["queue"], message))
+            self.stencils[name] = Stencil.of(self.templates[name], self.channel)
+
+
+class Stencil:
+    """A template message as a format string: what _filled makes, without building dicts.
+
+    Made by filling the template with markers and finding each marker in its JSON text; if any
+    marker is not where it must be (a format this module does not know), there is no stencil
+    and messages are filled as dicts instead. tests/test_publish.py compares the two.
+    """
+
+    MARKS = {"id": 3, "tag": 1, "argsrepr": 2, "shadow": 1, "timelimit": 1, "body": 1}
+
+    def __init__(self, form: str, body_rest: str, channel, encoding: Optional[str]):
+        self.form, self.body_rest, self.channel, self.encoding = form, body_rest, channel, encoding
+        self._limits: dict[tuple[float, float], str] = {}  # a few distinct limits per study
+
+    @classmethod
+    def of(cls, template: dict[str, Any], channel) -> Optional["Stencil"]:
+        mark = {name: f"@@evalq-{name}@@" for name in cls.MARKS}
+        message = _with_fields(template, mark["id"], mark["tag"], mark["argsrepr"],
+                               mark["shadow"], mark["timelimit"], mark["body"])
+        text = dumps(message)
+        for name, count in cls.MARKS.items():
+            if text.count(f'"{mark[name]}"') != count or text.count(mark[name]) != count:
+                return None
+        form = re.sub(r'"@@evalq-(\w+)@@"', r"{\1}",
+                      text.replace("{", "{{").replace("}", "}}"))
+        rest = dumps(template["body_rest"])[1:-1]
+        return cls(form, ", " + rest if rest else "", channel,
+                   template["properties"].get("body_encoding"))
+
+    def fill(self, args: list, argsrepr: str, soft: float, hard: float,
+             shadow: Optional[str]) -> str:
+        body = "[" + dumps(args) + self.body_rest + "]"
+        encoded, _ = self.channel.encode_body(body, self.encoding)
+        limits = self._limits.get((hard, soft))
+        if limits is None:
+            limits = self._limits[(hard, soft)] = dumps([hard, soft])
+        return self.form.format(id=_quoted_uuid4(), tag=_quoted_uuid4(),
+                                argsrepr=_string(argsrepr), shadow=_string(shadow),
+                                timelimit=limits, body=_string(encoded))
+
+
+def _string(value: Optional[str]) -> str:
+    """A str or None as JSON text, by the C function the JSON encoder itself uses for str."""
+    return "null" if value is None else encode_basestring_ascii(value)
+
+
+def _quoted_uuid4() -> str:
+    """str(uuid.uuid4()) in quotes, without building a UUID object (two a message, bench/)."""
+    h = "%032x" % ((int.from_bytes(os.urandom(16), "big") & _UUID_CLEAR) | _UUID_V4)
+    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
+
+
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & (2**128 - 1)  # version and variant bits
+_UUID_V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant (as uuid.uuid4)
 
 
 def _filled(template: dict[str, Any], args: list, argsrepr: str, soft: float, hard: float,
             channel, shadow: Optional[str] = None) -> dict[str, Any]:
-    task_id = str(uuid4())
-    headers = dict(template["headers"], id=task_id, root_id=task_id, argsrepr=argsrepr,
-                   shadow=shadow, timelimit=[hard, soft])
-    props = dict(template["properties"], correlation_id=task_id, argsrepr=argsrepr,
-                 delivery_tag=str(uuid4()),
-                 delivery_info=dict(template["properties"]["delivery_info"]))
     body = dumps([args, *template["body_rest"]])
-    encoded, _ = channel.encode_body(body, props.get("body_encoding"))
-    return {"body": encoded, "content-encoding": template["content-encoding"],
+    encoded, _ = channel.encode_body(body, template["properties"].get("body_encoding"))
+    return _with_fields(template, str(uuid4()), str(uuid4()), argsrepr, shadow, [hard, soft],
+                        encoded)
+
+
+def _with_fields(template: dict[str, Any], task_id: str, tag: str, argsrepr, shadow, timelimit,
+                 body: str) -> dict[str, Any]:
+    """The template message with one message's own fields: what a Stencil is made from too."""
+    headers = dict(template["headers"], id=task_id, root_id=task_id, argsrepr=argsrepr,
+                   shadow=shadow, timelimit=timelimit)
+    props = dict(template["properties"], correlation_id=task_id, argsrepr=argsrepr,
+                 delivery_tag=tag, delivery_info=dict(template["properties"]["delivery_info"]))
+    return {"body": body, "content-encoding": template["content-encoding"],
             "content-type": template["content-type"], "headers": headers, "properties": props}
 
 
@@ -112,8 +197,11 @@ def _no_publish_hooks() -> bool:
 
 
 @contextmanager
-def batch_sender(app, batch: int = BATCH) -> Iterator[Batch]:
-    """A Batch over one producer; pipelined and templated on Redis, plain send_task elsewhere."""
+def batch_sender(app, batch: int = BATCH, hold: bool = False) -> Iterator[Batch]:
+    """A Batch over one producer; pipelined and templated on Redis, plain send_task elsewhere.
+
+    With `hold` (Redis only, see Batch.held), every message waits until the block ends without
+    an exception: one that raises sends nothing."""
     with app.producer_or_acquire() as producer:
         channel = producer.channel
         redis = str(app.conf.broker_url or "").startswith(("redis://", "rediss://")) and \
@@ -121,7 +209,7 @@ def batch_sender(app, batch: int = BATCH) -> Iterator[Batch]:
         if not redis:
             yield Batch(app, producer)
             return
-        sender = Batch(app, producer, channel, batch)
+        sender = Batch(app, producer, channel, batch, hold)
         tables: dict[str, object] = {}
         original_table = channel.get_table
 

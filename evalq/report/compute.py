@@ -18,11 +18,11 @@ from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics,
 from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import reliability as reliability_block
-from evalq.analysis.runs import IMPORTED, Run, condition_names, study_runs
+from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
-from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES
+from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_resamples
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
@@ -140,14 +140,13 @@ def _power(runs: list[Run], names: list[str], groups: dict[str, dict]) -> tuple[
 
 def _task_grid(runs: list[Run], names: list[str], labels: dict, k: int) -> dict[str, Any]:
     grid: dict[str, Any] = {}
-    cells: dict[tuple[str, str], list[Run]] = {}
-    for run in runs:  # grouped once: scanning all runs per cell is quadratic in big studies
-        cells.setdefault((run.task, run.condition), []).append(run)
+    by_condition: dict[str, list[Run]] = {}
+    for run in runs:  # per-task values are per task: one pass a condition gives every cell
+        by_condition.setdefault(run.condition, []).append(run)
+    values = {name: task_values(by_condition.get(name, []), "tpr", k) for name in names}
     for task in sorted({r.task for r in runs}):
         label = labels.get(task, {})
-        rates = {}
-        for name in names:
-            rates[name] = task_values(cells.get((task, name), []), "tpr", k).get(task)
+        rates = {name: values[name].get(task) for name in names}
         grid[task] = {"track": label.get("track", UNTRACKED), "split": label.get("split"),
                       "suitable": label.get("suitable", True), "pass_rate": rates}
     return grid
@@ -178,14 +177,18 @@ def _counted_reason(view) -> Optional[str]:
 
 
 def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
-    v, m = run.view, run.counted_metrics
+    v, counted = run.view, run.view.counted
+    m = (counted.metrics or {}) if counted is not None else {}  # read only: no copy (100k rows)
+    first = v.first
+    label = labels.get(run.task, {})
+    grade = (counted.grade or {}) if counted is not None else None
     return {"trial_id": v.trial_id, "fixture": v.fixture_id, "condition": v.condition,
             "repetition": v.repetition, "order": v.order_index, "outcome": v.outcome,
-            "first_outcome": v.first.outcome if v.first else None,
+            "first_outcome": first.outcome if first else None,
             "reason": _counted_reason(v),
             "attempts": len(v.attempts), "passed": run.passed,
-            "track": labels.get(run.task, {}).get("track", UNTRACKED),
-            "split": labels.get(run.task, {}).get("split"),
+            "track": label.get("track", UNTRACKED),
+            "split": label.get("split"),
             "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
             "cache_read_tokens": m.get("cache_read_tokens"),
             "cache_write_tokens": m.get("cache_write_tokens"),
@@ -195,11 +198,11 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "tool_calls": m.get("tool_calls"), "tool_failures": m.get("tool_failures"),
             "stop_reason": m.get("stop_reason"),
             "cost_usd": m.get("cost_usd"), "cost_source": m.get("cost_source"),
-            "accounting_complete": None if v.counted is None else None not in (
+            "accounting_complete": None if counted is None else None not in (
                 m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
             "duration_seconds": m.get("duration_seconds"),
-            "verdict": (v.counted.grade or {}).get("verdict") if v.counted else None,
-            "tampered": (v.counted.grade or {}).get("tampered") if v.counted else None,
+            "verdict": grade.get("verdict") if grade is not None else None,
+            "tampered": grade.get("tampered") if grade is not None else None,
             # the model gateway's count of the same traffic, and the counts that differ
             **{name: m.get(name) for name in WIRE_COLUMNS}}
 
@@ -226,6 +229,12 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
     study, runs = study_runs(engine, study_id)
+    # each condition's runs grouped by task, and each set of resample indices drawn, once
+    with shared_groupings(), shared_resamples():
+        return _report(study, runs, n_resamples)
+
+
+def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
     views = [r.view for r in runs]
     names = condition_names(study)
     mode = study.mode

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from evalq.fileio import write_text_atomic
 from evalq.report.html import render_html
+from evalq.report.json_text import indented_pieces
 from evalq.report.markdown import render_markdown
 
+
+def json_pieces(report: dict[str, Any]):
+    """report.json as pieces of text: written as they come, never held whole (bench/ report)."""
+    yield from indented_pieces(report, indent=2)
+    yield "\n"
+
+
 RENDERERS = {
-    "json": lambda report: json.dumps(report, indent=2, sort_keys=False) + "\n",
+    "json": lambda report: "".join(json_pieces(report)),
     "md": render_markdown,
     "html": render_html,
 }
@@ -25,7 +32,8 @@ def write_reports(report: dict[str, Any], out_dir: Path,
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        text = render_html(report, links) if fmt == "html" else RENDERERS[fmt](report)
+        text = render_html(report, links) if fmt == "html" else \
+            json_pieces(report) if fmt == "json" else RENDERERS[fmt](report)
         write_text_atomic(path, text)
         paths[fmt] = path
     return paths

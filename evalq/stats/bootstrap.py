@@ -8,8 +8,10 @@ from its runs). Resampling is vectorised in bounded chunks, so 10,000 resamples 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -65,6 +67,46 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence={confidence!r} must lie strictly between 0 and 1, e.g. 0.95")
 
 
+#: within `shared_resamples`, the index draws already made, by (seed, tasks, resamples): a
+#: report bootstraps dozens of metrics over the same tasks with one seed, and every one of
+#: them would draw the same 10,000 x 1,000 indices again (bench/ report)
+_DRAWS: ContextVar[Optional[dict]] = ContextVar("evalq_bootstrap_draws", default=None)
+_KEPT_DRAWS = 3  # at 1,000 tasks a kept draw is 20 MB (uint16)
+
+
+@contextmanager
+def shared_resamples() -> Iterator[None]:
+    """Within the block, resample indices for the same (seed, tasks, resamples) are drawn once
+    and reused: the very numbers a fresh generator would draw, so no result changes."""
+    token = _DRAWS.set({})
+    try:
+        yield
+    finally:
+        _DRAWS.reset(token)
+
+
+def resample_chunks(seed: int | None, n: int, n_resamples: int) -> Iterator[np.ndarray]:
+    """The (rows x n) index matrices that np.random.default_rng(seed) draws in chunks of
+    chunk_rows(n) rows, in order (drawing them in chunks or at once gives the same numbers)."""
+    kept = _DRAWS.get()
+    key = (seed, n, n_resamples)
+    if kept is not None and seed is not None and key in kept:
+        yield from kept[key]
+        return
+    rng = np.random.default_rng(seed)
+    step = chunk_rows(n)
+    chunks = []
+    for start in range(0, n_resamples, step):
+        idx = rng.integers(0, n, size=(min(step, n_resamples - start), n))
+        if kept is not None and seed is not None:
+            chunks.append(idx.astype(np.uint16) if n <= np.iinfo(np.uint16).max else idx)
+        yield idx
+    if kept is not None and seed is not None:
+        if len(kept) >= _KEPT_DRAWS:
+            kept.pop(next(iter(kept)))
+        kept[key] = chunks
+
+
 def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
                            statistic: Statistic = np.mean,
                            n_resamples: int = DEFAULT_RESAMPLES,
@@ -75,13 +117,11 @@ def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
     n = x.size
     if n == 0:
         return None
-    rng = np.random.default_rng(seed)
     out = np.empty(n_resamples, dtype=float)
-    step = chunk_rows(n)
-    for start in range(0, n_resamples, step):
-        rows = min(step, n_resamples - start)
-        idx = rng.integers(0, n, size=(rows, n))
-        out[start:start + rows] = statistic(x[idx], axis=-1)
+    start = 0
+    for idx in resample_chunks(seed, n, n_resamples):
+        out[start:start + idx.shape[0]] = statistic(x[idx], axis=-1)
+        start += idx.shape[0]
     return out
 
 
@@ -131,15 +171,14 @@ def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     values, classes = np.unique(x, axis=0, return_inverse=True)
     classes = classes.reshape(-1)
     width = values.shape[0]
-    rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, x.shape[1]), dtype=float)
-    step = chunk_rows(n)
-    for start in range(0, n_resamples, step):
-        rows = min(step, n_resamples - start)
-        idx = rng.integers(0, n, size=(rows, n))
+    start = 0
+    for idx in resample_chunks(seed, n, n_resamples):
+        rows = idx.shape[0]
         flat = (classes[idx] + (np.arange(rows) * width)[:, None]).ravel()
         counts = np.bincount(flat, minlength=rows * width).reshape(rows, width)
         out[start:start + rows] = counts @ values / n
+        start += rows
     return out
 
 

@@ -9,6 +9,7 @@ a metric that has nothing to compute on returns ``None`` [SPEC A1; seed 003 §5,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from math import comb
 from typing import TypeVar
 
@@ -68,6 +69,12 @@ def task_all_passed(runs_by_task: Mapping[K, Sequence[Run]], k: int) -> dict[K, 
     return out
 
 
+#: a report's pass@k tables ask for every k of every task, and tasks share a few (n, c):
+#: cached by exact argument types, so True is never taken for 1 (bench/ report)
+_estimates = lru_cache(maxsize=1 << 16, typed=True)
+
+
+@_estimates
 def pass_at_k_estimate(n: int, c: int, k: int) -> float | None:
     """Unbiased pass@k for one task with n runs, c correct: 1 - C(n-c, k) / C(n, k); ``None`` if k > n."""
     _check_k(k)
@@ -78,6 +85,7 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float | None:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+@_estimates
 def pass_hat_k_estimate(n: int, c: int, k: int) -> float | None:
     """Unbiased pass^k for one task (all of k runs pass): C(c, k) / C(n, k); ``None`` if k > n."""
     _check_k(k)

@@ -1,0 +1,67 @@
+"""The report's JSON writer must give exactly json.dumps(indent=2): report.json is compared and
+hashed by people, so the fast path may change its speed, never a byte."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from evalq.report.json_text import dumps_indented
+
+AWKWARD = [None, True, False, 0, -3, 2**70, 1.5, 1e-7, float("nan"), float("inf"),
+           -float("inf"), "", 'a"b\\c\n}{,\n  {', "é☃\x00\x01", "},\n      {", "[\n  ]"]
+
+
+class Label(str):
+    """A str subclass, as enum values are."""
+
+
+def _value(rng: random.Random, depth: int):
+    roll = rng.random()
+    if depth > 4 or roll < 0.5:
+        return rng.choice(AWKWARD)
+    if roll < 0.75:
+        keys = ["k", "é", "},\n {", "x1", 1, 2.5, True, None, Label("lab")]
+        return {rng.choice(keys): _value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    if roll < 0.85:  # rows: lists of flat dicts, the trial-row shape, some empty
+        return [{f"f{i}": rng.choice(AWKWARD) for i in range(rng.randint(0, 3))}
+                for _ in range(rng.randint(0, 4))]
+    items = [_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return tuple(items) if rng.random() < 0.3 else items
+
+
+def test_random_documents_encode_as_json_dumps_does():
+    rng = random.Random(19)
+    for _ in range(5000):
+        doc = _value(rng, 0)
+        assert dumps_indented(doc) == json.dumps(doc, indent=2)
+
+
+def test_trial_rows_with_a_nested_value_take_the_general_path():
+    rows = [{"a": 1, "b": "x"}, {"a": 2, "b": {"nested": [1, 2]}}, {"a": 3, "b": None}]
+    doc = {"trial_rows": rows, "other": [[], {}, [{"x": 1}], ({"y": [1]},)]}
+    assert dumps_indented(doc) == json.dumps(doc, indent=2)
+    assert dumps_indented(doc, indent=4) == json.dumps(doc, indent=4)
+
+
+def test_what_json_cannot_hold_is_refused_like_json_dumps():
+    for doc in ({"a": {1, 2}}, [{"a": object()}], {(1, 2): 1}):
+        with pytest.raises(TypeError):
+            json.dumps(doc, indent=2)
+        with pytest.raises(TypeError):
+            dumps_indented(doc)
+
+
+def test_rows_split_into_pieces_join_to_the_same_text(monkeypatch):
+    """Trial rows are encoded a few thousand at a time; every boundary joins up exactly."""
+    from evalq.report import json_text
+
+    monkeypatch.setattr(json_text, "ROWS_PER_PIECE", 3)
+    rows = [{"a": i, "b": "x" * i, "c": None} for i in range(10)]
+    for n in range(1, len(rows) + 1):
+        doc = {"rows": rows[:n], "nested": [rows[:n], {"more": rows[:n]}]}
+        pieces = list(json_text.indented_pieces(doc))
+        assert "".join(pieces) == json.dumps(doc, indent=2)
+        assert n <= 3 or len(pieces) > 7  # more than one piece of rows
