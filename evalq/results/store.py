@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 from sqlalchemy import (JSON, Column, Index, UniqueConstraint, bindparam, event, func, or_,
                         update)
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -160,6 +160,24 @@ def init_db(url: str) -> Engine:
         raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
                         fix="check the URL and that the server is running") from None
     return engine
+
+
+@contextmanager
+def snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose reads all see one committed state, for counts made of several
+    queries: under READ COMMITTED a trial that finishes between two of them is counted both as
+    pending and as finished (status once summed 61 of 60 this way)."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+            return
+        conn.exec_driver_sql("BEGIN")  # pysqlite starts no transaction for a SELECT
+        try:
+            yield conn
+        finally:
+            conn.exec_driver_sql("ROLLBACK")
 
 
 _READY: set[str] = set()

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import String, and_, cast, func, select
 
 from evalq.models import VALID_OUTCOMES
-from evalq.results.store import AttemptRow, Record, StudyRow, TrialRow
+from evalq.results.store import AttemptRow, Record, StudyRow, TrialRow, snapshot
 
 VALID = [o.value for o in VALID_OUTCOMES]
 
@@ -37,7 +37,7 @@ def study_tallies(engine, study_id: str, now: float) -> dict[str, Any]:
     """Counts for ops/status.py: planned, latest states, counted outcomes, hosts, first outcomes."""
     a = AttemptRow.__table__
     c = a.c
-    with engine.connect() as conn:
+    with snapshot(engine) as conn:  # every count of one state of the study
         planned = conn.execute(select(func.count()).select_from(TrialRow.__table__).where(
             TrialRow.__table__.c.study_id == study_id)).scalar()
         latest = _per_trial(c, study_id, func.max(c.attempt))
