@@ -67,7 +67,7 @@ def _run_of(view: TrialView) -> Run:
                    passed=scores["passed"], scores=scores,
                    ratings=list(grade.get("ratings") or []), imported=True)
     passed = view.passed
-    scores: dict[str, Optional[bool]] = {k: None for k in SCORE_FIELDS}
+    scores: dict[str, Optional[bool]] = dict.fromkeys(SCORE_FIELDS)
     scores["passed"] = passed
     # The grader's hidden tests are seed 003's locked evaluator checks.
     scores["hidden_validation_passed"] = passed
@@ -76,11 +76,22 @@ def _run_of(view: TrialView) -> Run:
                passed=passed, scores=scores)
 
 
-def study_runs(engine, study_id: str) -> tuple[StudyRow, list[Run]]:
-    """The study row and one Run per planned trial, in planned order."""
+#: the columns a report reads (evalq.report.compute): attempts' artifacts, criteria and
+#: timestamps are JSON and numbers it never looks at (100,000 of each; bench/ report)
+REPORT_TRIAL_COLUMNS = ("id", "fixture_id", "condition", "repetition", "order_index")
+REPORT_ATTEMPT_COLUMNS = ("trial_id", "attempt", "outcome", "reason", "worker_host",
+                          "worker_env", "metrics", "grade")
+
+
+def study_runs(engine, study_id: str, *, report_only: bool = False
+               ) -> tuple[StudyRow, list[Run]]:
+    """The study row and one Run per planned trial, in planned order. `report_only` reads
+    only the columns the report uses (other callers read timestamps, artifacts, criteria)."""
     study = read_study(engine, study_id)
-    trials = records(engine, TrialRow, study_id, [TrialRow.order_index])
-    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt])
+    trials = records(engine, TrialRow, study_id, [TrialRow.order_index],
+                     REPORT_TRIAL_COLUMNS if report_only else None)
+    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt],
+                       REPORT_ATTEMPT_COLUMNS if report_only else None)
     views = trial_views(trials, attempts)
     return study, [_run_of(v) for v in views]
 
@@ -90,8 +101,17 @@ def condition_names(study: StudyRow) -> list[str]:
 
 
 def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
-    """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics."""
-    return {task: list(map(value, group)) for task, group in _grouped(runs)}
+    """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics.
+    Within `shared_groupings` the PASSED values of a run list are made once (a report asks
+    for them for every metric and k); the dict is the caller's, its value lists are shared."""
+    kept_all = _GROUPINGS.get()
+    if value is not PASSED or kept_all is None:
+        return {task: list(map(value, group)) for task, group in _grouped(runs)}
+    kept = kept_all.get(("passed", id(runs)))
+    if kept is None or kept[0] is not runs or kept[1] != len(runs):
+        kept = (runs, len(runs), {task: list(map(value, group)) for task, group in _grouped(runs)})
+        kept_all[("passed", id(runs))] = kept
+    return dict(kept[2])
 
 
 #: within `shared_groupings`, each run list's grouping by identity: a report asks for the same
