@@ -102,16 +102,19 @@ def condition_names(study: StudyRow) -> list[str]:
 
 def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
     """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics.
-    Within `shared_groupings` the PASSED values of a run list are made once (a report asks
-    for them for every metric and k); the dict is the caller's, its value lists are shared."""
+    Within `shared_groupings` each (run list, value function) is computed once (a report asks
+    for the same values for every metric, k and comparison); the dict is the caller's, its
+    value lists are shared and must not be changed."""
     kept_all = _GROUPINGS.get()
-    if value is not PASSED or kept_all is None:
+    if kept_all is None:
         return {task: list(map(value, group)) for task, group in _grouped(runs)}
-    kept = kept_all.get(("passed", id(runs)))
-    if kept is None or kept[0] is not runs or kept[1] != len(runs):
-        kept = (runs, len(runs), {task: list(map(value, group)) for task, group in _grouped(runs)})
-        kept_all[("passed", id(runs))] = kept
-    return dict(kept[2])
+    key = ("by_task", id(runs), id(value))
+    kept = kept_all.get(key)  # the kept list and function themselves pin both ids
+    if kept is None or kept[0] is not runs or kept[1] is not value or kept[2] != len(runs):
+        kept = (runs, value, len(runs),
+                {task: list(map(value, group)) for task, group in _grouped(runs)})
+        kept_all[key] = kept
+    return dict(kept[3])
 
 
 #: within `shared_groupings`, each run list's grouping by identity: a report asks for the same

@@ -14,6 +14,7 @@ from evalq.models import VALID_OUTCOMES, Outcome
 from evalq.results.store import AttemptRow
 
 VALID = {o.value for o in VALID_OUTCOMES}
+CORRECT = Outcome.correct.value  # an enum member's .value is a Python call; read per trial
 
 
 class _computed_once:
@@ -75,7 +76,7 @@ class TrialView:
         outcome = self.outcome
         if outcome not in VALID:
             return None
-        return outcome == Outcome.correct.value
+        return outcome == CORRECT
 
 
 def trial_views(trials, attempts) -> list[TrialView]:
