@@ -57,8 +57,16 @@ def _k(study) -> int:
     return int(study.manifest.get("repetitions") or 1)
 
 
-def _pairs(study, runs: list[Run], names: list[str]) -> list[Pair]:
-    """Hypotheses define the comparisons; without any, the first condition is the baseline."""
+def _pairs(study, runs: list[Run], names: list[str],
+           by_condition: Optional[dict[str, list[Run]]] = None) -> list[Pair]:
+    """Hypotheses define the comparisons; without any, the first condition is the baseline.
+    `by_condition`'s lists are used as they are: the metrics already made for those very
+    lists are reused (shared_groupings keys them by identity)."""
+    def of(name: str) -> list[Run]:
+        if by_condition is not None and name in by_condition:
+            return by_condition[name]
+        return [r for r in runs if r.condition == name]
+
     primary_default = tuple(study.manifest.get("primary_metrics") or ("tpr",))
     wanted: dict[tuple[str, str], dict] = {}
     for hyp in study.manifest.get("hypotheses") or []:
@@ -71,8 +79,7 @@ def _pairs(study, runs: list[Run], names: list[str]) -> list[Pair]:
         for other in names[1:]:
             wanted[(names[0], other)] = {"primary": list(primary_default), "hypotheses": []}
     return [Pair(baseline=b, candidate=c,
-                 baseline_runs=[r for r in runs if r.condition == b],
-                 candidate_runs=[r for r in runs if r.condition == c],
+                 baseline_runs=of(b), candidate_runs=of(c),
                  primary=tuple(e["primary"]), hypotheses=tuple(e["hypotheses"]))
             for (b, c), e in wanted.items()]
 
@@ -99,13 +106,11 @@ def _group_report(study, runs: list[Run], names: list[str], *, tests: bool, seed
             "metrics": condition_metrics(mine, k, seed=seed, n_resamples=n_resamples),
             "pass_k": pass_k[name],
         }
-    comparisons = compare_pairs(_pairs(study, runs, names), k, tests=tests, seed=seed,
-                                n_resamples=n_resamples)
-    for comp in comparisons:
-        base = pinned_inputs(study, comp["baseline"], [r for r in runs
-                                                      if r.condition == comp["baseline"]])
-        cand = pinned_inputs(study, comp["candidate"], [r for r in runs
-                                                       if r.condition == comp["candidate"]])
+    pairs = _pairs(study, runs, names, by_condition)
+    comparisons = compare_pairs(pairs, k, tests=tests, seed=seed, n_resamples=n_resamples)
+    for pair, comp in zip(pairs, comparisons):
+        base = pinned_inputs(study, comp["baseline"], pair.baseline_runs)
+        cand = pinned_inputs(study, comp["candidate"], pair.candidate_runs)
         fields = incompatible_fields(base, cand, _within_ignore(study, comp["baseline"],
                                                                 comp["candidate"]))
         comp.update(compatible=not fields, incompatible_fields=fields,
