@@ -25,7 +25,7 @@ SCORE_FIELDS = RATER_FIELDS + VALIDATION_FIELDS
 IMPORTED = "seed-003"
 
 
-@dataclass
+@dataclass(slots=True)  # 100,000 of them in a report: no per-instance dict
 class Run:
     """A planned trial with its counted outcome, scores, costs and labels."""
 
