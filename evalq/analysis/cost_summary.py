@@ -18,13 +18,14 @@ TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 
 def condition_cost(runs: list[Run]) -> dict[str, Any]:
     """{total, per_success, per_success_reason, incomplete_runs, complete_runs, attempts, ...}."""
-    pairs = [pair for run in runs for pair in run.attempt_costs]
+    per_run = [(run, run.attempt_costs) for run in runs]  # each run's costs read once
+    pairs = [pair for _, run_pairs in per_run for pair in run_pairs]
     costs = [c for c, _ in pairs]
     correct = [ok for _, ok in pairs]
     split = stats.split_cost_accounting(costs, correct)
     per = stats.cost_per_success(costs, correct)
-    incomplete_trials = sorted({run.view.trial_id for run in runs
-                                for c, _ in run.attempt_costs if c is None})
+    incomplete_trials = sorted({run.view.trial_id for run, run_pairs in per_run
+                                for c, _ in run_pairs if c is None})
     return {"total": split.total_cost, "per_success": per.value,
             "per_success_reason": per.reason, "incomplete_runs": split.n_incomplete,
             "complete_runs": split.n_complete, "attempts": len(pairs),

@@ -25,7 +25,7 @@ SCORE_FIELDS = RATER_FIELDS + VALIDATION_FIELDS
 IMPORTED = "seed-003"
 
 
-@dataclass
+@dataclass(slots=True)  # 100,000 of them in a report: no per-instance dict
 class Run:
     """A planned trial with its counted outcome, scores, costs and labels."""
 
@@ -67,7 +67,7 @@ def _run_of(view: TrialView) -> Run:
                    passed=scores["passed"], scores=scores,
                    ratings=list(grade.get("ratings") or []), imported=True)
     passed = view.passed
-    scores: dict[str, Optional[bool]] = {k: None for k in SCORE_FIELDS}
+    scores: dict[str, Optional[bool]] = dict.fromkeys(SCORE_FIELDS)
     scores["passed"] = passed
     # The grader's hidden tests are seed 003's locked evaluator checks.
     scores["hidden_validation_passed"] = passed
@@ -76,11 +76,22 @@ def _run_of(view: TrialView) -> Run:
                passed=passed, scores=scores)
 
 
-def study_runs(engine, study_id: str) -> tuple[StudyRow, list[Run]]:
-    """The study row and one Run per planned trial, in planned order."""
+#: the columns a report reads (evalq.report.compute): attempts' artifacts, criteria and
+#: timestamps are JSON and numbers it never looks at (100,000 of each; bench/ report)
+REPORT_TRIAL_COLUMNS = ("id", "fixture_id", "condition", "repetition", "order_index")
+REPORT_ATTEMPT_COLUMNS = ("trial_id", "attempt", "outcome", "reason", "worker_host",
+                          "worker_env", "metrics", "grade")
+
+
+def study_runs(engine, study_id: str, *, report_only: bool = False
+               ) -> tuple[StudyRow, list[Run]]:
+    """The study row and one Run per planned trial, in planned order. `report_only` reads
+    only the columns the report uses (other callers read timestamps, artifacts, criteria)."""
     study = read_study(engine, study_id)
-    trials = records(engine, TrialRow, study_id, [TrialRow.order_index])
-    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt])
+    trials = records(engine, TrialRow, study_id, [TrialRow.order_index],
+                     REPORT_TRIAL_COLUMNS if report_only else None)
+    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt],
+                       REPORT_ATTEMPT_COLUMNS if report_only else None)
     views = trial_views(trials, attempts)
     return study, [_run_of(v) for v in views]
 
@@ -90,8 +101,20 @@ def condition_names(study: StudyRow) -> list[str]:
 
 
 def by_task(runs: list[Run], value) -> dict[str, list[Optional[bool]]]:
-    """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics."""
-    return {task: list(map(value, group)) for task, group in _grouped(runs)}
+    """{task: [value(run), ...]} in sorted task order, the input shape of evalq.stats.metrics.
+    Within `shared_groupings` each (run list, value function) is computed once (a report asks
+    for the same values for every metric, k and comparison); the dict is the caller's, its
+    value lists are shared and must not be changed."""
+    kept_all = _GROUPINGS.get()
+    if kept_all is None:
+        return {task: list(map(value, group)) for task, group in _grouped(runs)}
+    key = ("by_task", id(runs), id(value))
+    kept = kept_all.get(key)  # the kept list and function themselves pin both ids
+    if kept is None or kept[0] is not runs or kept[1] is not value or kept[2] != len(runs):
+        kept = (runs, value, len(runs),
+                {task: list(map(value, group)) for task, group in _grouped(runs)})
+        kept_all[key] = kept
+    return dict(kept[3])
 
 
 #: within `shared_groupings`, each run list's grouping by identity: a report asks for the same

@@ -7,8 +7,10 @@ per-track grouping and a task x condition grid. Missing numbers are null with a 
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 from evalq.report.integrity import integrity_block
 from evalq import __version__
@@ -57,8 +59,16 @@ def _k(study) -> int:
     return int(study.manifest.get("repetitions") or 1)
 
 
-def _pairs(study, runs: list[Run], names: list[str]) -> list[Pair]:
-    """Hypotheses define the comparisons; without any, the first condition is the baseline."""
+def _pairs(study, runs: list[Run], names: list[str],
+           by_condition: Optional[dict[str, list[Run]]] = None) -> list[Pair]:
+    """Hypotheses define the comparisons; without any, the first condition is the baseline.
+    `by_condition`'s lists are used as they are: the metrics already made for those very
+    lists are reused (shared_groupings keys them by identity)."""
+    def of(name: str) -> list[Run]:
+        if by_condition is not None and name in by_condition:
+            return by_condition[name]
+        return [r for r in runs if r.condition == name]
+
     primary_default = tuple(study.manifest.get("primary_metrics") or ("tpr",))
     wanted: dict[tuple[str, str], dict] = {}
     for hyp in study.manifest.get("hypotheses") or []:
@@ -71,8 +81,7 @@ def _pairs(study, runs: list[Run], names: list[str]) -> list[Pair]:
         for other in names[1:]:
             wanted[(names[0], other)] = {"primary": list(primary_default), "hypotheses": []}
     return [Pair(baseline=b, candidate=c,
-                 baseline_runs=[r for r in runs if r.condition == b],
-                 candidate_runs=[r for r in runs if r.condition == c],
+                 baseline_runs=of(b), candidate_runs=of(c),
                  primary=tuple(e["primary"]), hypotheses=tuple(e["hypotheses"]))
             for (b, c), e in wanted.items()]
 
@@ -99,13 +108,11 @@ def _group_report(study, runs: list[Run], names: list[str], *, tests: bool, seed
             "metrics": condition_metrics(mine, k, seed=seed, n_resamples=n_resamples),
             "pass_k": pass_k[name],
         }
-    comparisons = compare_pairs(_pairs(study, runs, names), k, tests=tests, seed=seed,
-                                n_resamples=n_resamples)
-    for comp in comparisons:
-        base = pinned_inputs(study, comp["baseline"], [r for r in runs
-                                                      if r.condition == comp["baseline"]])
-        cand = pinned_inputs(study, comp["candidate"], [r for r in runs
-                                                       if r.condition == comp["candidate"]])
+    pairs = _pairs(study, runs, names, by_condition)
+    comparisons = compare_pairs(pairs, k, tests=tests, seed=seed, n_resamples=n_resamples)
+    for pair, comp in zip(pairs, comparisons):
+        base = pinned_inputs(study, comp["baseline"], pair.baseline_runs)
+        cand = pinned_inputs(study, comp["candidate"], pair.candidate_runs)
         fields = incompatible_fields(base, cand, _within_ignore(study, comp["baseline"],
                                                                 comp["candidate"]))
         comp.update(compatible=not fields, incompatible_fields=fields,
@@ -179,6 +186,7 @@ def _counted_reason(view) -> Optional[str]:
 def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
     v, counted = run.view, run.view.counted
     m = (counted.metrics or {}) if counted is not None else {}  # read only: no copy (100k rows)
+    get = m.get  # looked up once: two dozen keys a row, 100,000 rows
     first = v.first
     label = labels.get(run.task, {})
     grade = (counted.grade or {}) if counted is not None else None
@@ -189,22 +197,22 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "attempts": len(v.attempts), "passed": run.passed,
             "track": label.get("track", UNTRACKED),
             "split": label.get("split"),
-            "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
-            "cache_read_tokens": m.get("cache_read_tokens"),
-            "cache_write_tokens": m.get("cache_write_tokens"),
+            "input_tokens": get("input_tokens"), "output_tokens": get("output_tokens"),
+            "cache_read_tokens": get("cache_read_tokens"),
+            "cache_write_tokens": get("cache_write_tokens"),
             # per request: what the provider reported, and evalq's estimate, never mixed
-            "reported_prompt_tokens_per_request": m.get("request_prompt_tokens"),
-            "estimated_context_tokens_per_request": m.get("estimated_context_tokens"),
-            "tool_calls": m.get("tool_calls"), "tool_failures": m.get("tool_failures"),
-            "stop_reason": m.get("stop_reason"),
-            "cost_usd": m.get("cost_usd"), "cost_source": m.get("cost_source"),
+            "reported_prompt_tokens_per_request": get("request_prompt_tokens"),
+            "estimated_context_tokens_per_request": get("estimated_context_tokens"),
+            "tool_calls": get("tool_calls"), "tool_failures": get("tool_failures"),
+            "stop_reason": get("stop_reason"),
+            "cost_usd": get("cost_usd"), "cost_source": get("cost_source"),
             "accounting_complete": None if counted is None else None not in (
-                m.get("input_tokens"), m.get("output_tokens"), m.get("cost_usd")),
-            "duration_seconds": m.get("duration_seconds"),
+                get("input_tokens"), get("output_tokens"), get("cost_usd")),
+            "duration_seconds": get("duration_seconds"),
             "verdict": grade.get("verdict") if grade is not None else None,
             "tampered": grade.get("tampered") if grade is not None else None,
             # the model gateway's count of the same traffic, and the counts that differ
-            **{name: m.get(name) for name in WIRE_COLUMNS}}
+            **dict(zip(WIRE_COLUMNS, map(get, WIRE_COLUMNS)))}
 
 
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
@@ -228,10 +236,26 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 
 
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
-    study, runs = study_runs(engine, study_id)
-    # each condition's runs grouped by task, and each set of resample indices drawn, once
-    with shared_groupings(), shared_resamples():
-        return _report(study, runs, n_resamples)
+    with _cyclic_gc_paused():
+        study, runs = study_runs(engine, study_id, report_only=True)
+        # each condition's runs grouped by task, and each set of resample indices drawn, once
+        with shared_groupings(), shared_resamples():
+            return _report(study, runs, n_resamples)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A report builds a million containers that form no cycles; the cyclic collector would
+    rescan all of them again and again while they grow (over half the time at 100,000
+    attempts: bench/ report). Reference counting still frees everything; the collector
+    resumes (if it ran before) when the report is built."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:

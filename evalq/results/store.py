@@ -7,17 +7,18 @@ as upserts keyed by (trial_id, attempt), so a re-delivered message never makes a
 
 from __future__ import annotations
 
+import json
 from collections import namedtuple
 from contextlib import contextmanager
 
 import threading
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from sqlalchemy import (JSON, Column, Index, UniqueConstraint, bindparam, event, func, or_,
-                        update)
+from sqlalchemy import (JSON, Column, Index, Text, UniqueConstraint, bindparam, cast, event, func,
+                        or_, update)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -543,15 +544,36 @@ def row_type(columns: tuple[str, ...]) -> type:
                                        "__doc__": row_type.__doc__})
 
 
-def records(engine: Engine, table, study_id: str, order_by) -> list[Any]:
-    """Rows of `table` for a study as read-only rows (row_type), through Core (JSON columns
-    already decoded)."""
-    columns = table.__table__.c
-    statement = select(columns).where(columns.study_id == study_id).order_by(*order_by)
+def records(engine: Engine, table, study_id: str, order_by,
+            columns: Optional[tuple[str, ...]] = None) -> list[Any]:
+    """Rows of `table` for a study as read-only rows (row_type), JSON columns decoded.
+    `columns` reads only those: a report over 100,000 attempts skips the JSON and timestamps
+    it never reads. Fetched whole, and each JSON column read as text and decoded by one
+    json.loads of all its values: a Python call per value less, and the keys repeated in
+    every row are one string each (the decoder reuses keys within a document)."""
+    table_columns = table.__table__.c
+    chosen = list(table_columns) if columns is None else [table_columns[n] for n in columns]
+    is_json = [isinstance(c.type, JSON) for c in chosen]
+    statement = select(*[cast(c, Text).label(c.name) if j else c
+                         for c, j in zip(chosen, is_json)]
+                       ).where(table_columns.study_id == study_id).order_by(*order_by)
     with engine.connect() as conn:
         result = conn.execute(statement)
-        make = row_type(tuple(result.keys()))._make
-        return [make(row) for row in result]
+        names = tuple(result.keys())
+        rows = result.all()
+    if not rows:
+        return []
+    values = list(zip(*rows))
+    for i, j in enumerate(is_json):
+        if j:
+            values[i] = _decode_all(values[i])
+    # tuple.__new__ straight, not namedtuple._make: a Python call less per row
+    return list(map(partial(tuple.__new__, row_type(names)), zip(*values)))
+
+
+def _decode_all(texts: Sequence[Optional[str]]) -> list[Any]:
+    """JSON texts (None for SQL NULL) decoded as one array, in order."""
+    return json.loads("[" + ",".join(["null" if t is None else t for t in texts]) + "]")
 
 
 def set_cancelled(engine: Engine, study_id: str) -> int:

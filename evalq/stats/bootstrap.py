@@ -175,8 +175,9 @@ def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     start = 0
     for idx in resample_chunks(seed, n, n_resamples):
         rows = idx.shape[0]
-        flat = (classes[idx] + (np.arange(rows) * width)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=rows * width).reshape(rows, width)
+        flat = classes[idx]  # a new array: offset in place, not copied again (10M entries)
+        flat += (np.arange(rows) * width)[:, None]
+        counts = np.bincount(flat.ravel(), minlength=rows * width).reshape(rows, width)
         out[start:start + rows] = counts @ values / n
         start += rows
     return out
