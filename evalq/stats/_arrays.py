@@ -7,8 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-# Bound on the elements of one resampling matrix, so memory stays ~16 MB whatever the size.
-CHUNK_ELEMENTS = 2_000_000
+# Bound on the elements of one resampling matrix: 2 MB of int64 whatever the size. Chunks that
+# stay in the CPU's cache and in reused heap memory resample about a third faster than 16 MB
+# ones (bench/ report); the numbers drawn do not depend on the chunk size.
+CHUNK_ELEMENTS = 262_144
 
 
 def defined_values(values: ArrayLike | Sequence[float | None], what: str = "values") -> np.ndarray:

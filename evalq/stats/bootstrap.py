@@ -171,6 +171,9 @@ def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     values, classes = np.unique(x, axis=0, return_inverse=True)
     classes = classes.reshape(-1)
     width = values.shape[0]
+    if width == 1:  # every task alike (pass^k = 0 at a high k): each resample's mean is theirs,
+        # by the very arithmetic the counts below would do, with no draw at all
+        return np.repeat(np.array([[n]], dtype=float) @ values / n, n_resamples, axis=0)
     out = np.empty((n_resamples, x.shape[1]), dtype=float)
     start = 0
     for idx in resample_chunks(seed, n, n_resamples):

@@ -195,3 +195,23 @@ def test_bootstrap_ci_columns_equals_bootstrap_ci_per_column():
             continue
         assert (ci.low, ci.high, ci.estimate, ci.n_tasks) == pytest.approx(
             (ref.low, ref.high, ref.estimate, ref.n_tasks), abs=1e-12)
+
+
+def test_bootstrap_ci_columns_on_tasks_that_all_agree_needs_no_draw():
+    """A column group whose tasks all have one value (pass^k = 0 at a high k) is answered
+    without drawing: what counting each task in each resample gives, and bootstrap_ci's
+    interval, to rounding."""
+    from evalq.stats.bootstrap import _mean_distributions, bootstrap_ci_columns, resample_chunks
+
+    for value in (0.0, 1.0, 0.3, 1 / 3):
+        x = np.full((999, 1), value)
+        counted = np.concatenate([
+            np.bincount((idx + 999 * np.arange(idx.shape[0])[:, None]).ravel(),
+                        minlength=idx.size).reshape(idx.shape[0], 999) @ x / 999
+            for idx in resample_chunks(9, 999, 2_000)])
+        assert np.allclose(_mean_distributions(x, 2_000, 9), counted, rtol=0, atol=1e-12)
+        columns = [[value] * 999, [None if i % 3 == 0 else value for i in range(999)]]
+        for column, ci in zip(columns, bootstrap_ci_columns(columns, n_resamples=2_000, seed=9)):
+            ref = bootstrap_ci(column, n_resamples=2_000, seed=9)
+            assert (ci.low, ci.high, ci.estimate, ci.n_tasks) == pytest.approx(
+                (ref.low, ref.high, ref.estimate, ref.n_tasks), abs=1e-12)
