@@ -26,7 +26,7 @@ def _peak_rss_mib() -> float:
 
 def plan(manifest: str) -> dict:
     from evalq.config import load_settings
-    from evalq.queue.launch import register_study, send_trials
+    from evalq.queue.launch import launch_study, prepare_study
     from evalq.study.manifest import load_manifest
     from evalq.study.order import plan_trials
     from evalq.queue.app import app, configure
@@ -43,12 +43,12 @@ def plan(manifest: str) -> dict:
                           [c.name for c in m.conditions], m.repetitions, m.seed)
     times["plan_only"] = time.perf_counter() - t
     t = time.perf_counter()
-    engine, _, _ = register_study(study, settings)
-    times["register (freeze check, publish fixtures, plan, insert trials)"] = \
-        time.perf_counter() - t
+    prepared = prepare_study(study, settings)
+    times["prepare (freeze check, publish fixtures, plan)"] = time.perf_counter() - t
     t = time.perf_counter()
-    summary = send_trials(app, study, engine, resume=False)
-    times["send (insert attempts, publish messages)"] = time.perf_counter() - t
+    summary = launch_study(app, prepared, resume=False)
+    times["launch (write study, trials and attempts while building messages; send them)"] = \
+        time.perf_counter() - t
     # plan_only repeats, for its own figure, the plan that register makes: not in the total
     times["total"] = time.perf_counter() - t0 - times["plan_only"]
     return {"trials": len(planned), "sent": summary.sent, "seconds": times,

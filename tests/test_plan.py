@@ -45,3 +45,19 @@ def test_order_within_blocks_is_actually_shuffled():
     natural = [(f, c) for f in FIXTURES for c in CONDITIONS]
     assert all(block != natural for block in blocks)
     assert len({tuple(block) for block in blocks}) == 3, "two blocks share one order"
+
+
+def test_order_is_the_documented_sort_on_sha256_hex():
+    """The order is part of a frozen study (a resumed study must find the same trials in the
+    same places): it is the sort of each block's cells on sha256(seed, block, fixture,
+    condition) as hex text, computed here without evalq's code."""
+    import hashlib
+
+    trials = plan_trials("s", FIXTURES, CONDITIONS, 3, seed=41)
+    expected = []
+    for block in range(3):
+        cells = sorted(((f, c) for f in FIXTURES for c in CONDITIONS), key=lambda cell: hashlib.sha256(
+            f"41\0{block}\0{cell[0]}\0{cell[1]}".encode()).hexdigest())
+        expected += [f"s/{f}/{c}/r{block + 1}" for f, c in cells]
+    assert [t.trial_id for t in trials] == expected
+    assert trials[5].repetition == 1 and trials[-1].block == 2

@@ -139,14 +139,17 @@ def _trials(count: int):
 
 
 def test_messages_are_held_until_their_rows_exist(redis_url, monkeypatch):
-    """The launcher builds messages while the database creates their attempt rows; no message
-    reaches Redis before that has returned, and if it fails none does."""
+    """The launcher builds messages while the database writes the rows they name, a chunk at
+    a time: no message reaches Redis before its chunk's rows are written, and when a write
+    fails, no message of that chunk or a later one does."""
     import threading
 
     import pytest
 
+    from evalq.queue import launch
     from evalq.queue.launch import publish_run_messages
 
+    monkeypatch.setattr(launch, "WRITE_CHUNK", 10)
     app = _app(redis_url, monkeypatch)
     client = redis.Redis.from_url(redis_url)
     asked: list[str] = []
@@ -158,21 +161,44 @@ def test_messages_are_held_until_their_rows_exist(redis_url, monkeypatch):
             all_asked.set()
         return 10.0, 20.0
 
-    seen_while_building: list[int] = []
+    queued_at_write: list[tuple[int, int, int]] = []
 
-    def create_rows() -> None:
-        assert all_asked.wait(30)
-        seen_while_building.append(client.llen("agents"))
+    def write_rows(start: int, stop: int) -> None:
+        if start == 0:
+            assert all_asked.wait(30)  # the first chunk's messages are built meanwhile
+        queued_at_write.append((start, stop, client.llen("agents")))
 
-    assert publish_run_messages(app, _trials(50), limits, 3, 100, create_rows) == 50
-    assert seen_while_building == [0]
+    assert publish_run_messages(app, _trials(45), limits, 3, 100, write_rows) == 45
+    # every chunk was written before its own messages, and only after the chunks before it
+    assert [(a, b) for a, b, _ in queued_at_write] == [(0, 10), (10, 20), (20, 30), (30, 40),
+                                                       (40, 45)]
+    assert all(queued <= start for start, _, queued in queued_at_write)
     assert [m["headers"]["argsrepr"] for m in _queued(redis_url)] == \
-        [f"s/f{n % 4}/c/r{n}#1" for n in range(50)]
+        [f"s/f{n % 4}/c/r{n}#1" for n in range(45)]
     client.delete("agents")
 
-    def fail() -> None:
-        raise RuntimeError("database refused")
+    def fail_third(start: int, stop: int) -> None:
+        if start == 20:
+            raise RuntimeError("database refused")
 
     with pytest.raises(RuntimeError, match="database refused"):
-        publish_run_messages(app, _trials(50), lambda f: (10.0, 20.0), 3, 100, fail)
-    assert client.llen("agents") == 0
+        publish_run_messages(app, _trials(45), lambda f: (10.0, 20.0), 3, 100, fail_third)
+    assert [m["headers"]["argsrepr"] for m in _queued(redis_url)] == \
+        [f"s/f{n % 4}/c/r{n}#1" for n in range(20)]
+
+
+def test_filled_ids_are_distinct_version_4_uuids_across_draws():
+    """Task ids and delivery tags come from random bytes drawn 4,096 ids at a time: every one
+    must still be what uuid.uuid4() makes (version 4, RFC 4122 variant), and none repeat."""
+    import uuid
+
+    from evalq.queue.publish import _QuotedUuid4s
+
+    make = _QuotedUuid4s()
+    texts = [make() for _ in range(3 * _QuotedUuid4s.PER_DRAW + 7)]
+    assert len(set(texts)) == len(texts)
+    for text in texts:
+        assert text[0] == text[-1] == '"'
+        parsed = uuid.UUID(text[1:-1])
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == text[1:-1]

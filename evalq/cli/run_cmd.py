@@ -64,7 +64,8 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
 
     check_servers(settings)  # nothing is written before every server answers
     from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.queue.launch import make_sweeper, register_study, send_trials, settings_for_study
+    from evalq.queue.launch import (launch_study, make_sweeper, prepare_study, send_trials,
+                                    settings_for_study)
     from evalq.queue.app import app, configure
     from evalq.planning.gate import check_launch, confirm_threshold
 
@@ -74,11 +75,12 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
                      confirm=(lambda q: click.confirm(q, err=True)) if sys.stdin.isatty() else None)
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
-    engine, lock, study = register_study(study, settings, limit)
+    prepared = prepare_study(study, settings, limit)
+    engine, lock, study = prepared.engine, prepared.lock, prepared.study
     mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
     try:
-        summary = send_trials(app, study, engine, resume)
+        summary = launch_study(app, prepared, resume)
         click.echo(f"study {study.id}: {summary.planned} trials planned, {summary.sent} sent, "
                    f"{summary.finished} already finished ({mode}); lock "
                    f"{lock['lock_digest'][:23]}…", err=True)

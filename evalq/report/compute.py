@@ -7,13 +7,12 @@ per-track grouping and a task x condition grid. Missing numbers are null with a 
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from evalq.report.integrity import integrity_block
 from evalq import __version__
+from evalq.gcpause import cyclic_gc_paused
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
 from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, pass_k_tables, task_values
@@ -236,26 +235,11 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 
 
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         study, runs = study_runs(engine, study_id, report_only=True)
         # each condition's runs grouped by task, and each set of resample indices drawn, once
         with shared_groupings(), shared_resamples():
             return _report(study, runs, n_resamples)
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """A report builds a million containers that form no cycles; the cyclic collector would
-    rescan all of them again and again while they grow (over half the time at 100,000
-    attempts: bench/ report). Reference counting still frees everything; the collector
-    resumes (if it ran before) when the report is built."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:

@@ -59,11 +59,13 @@ def _copy(conn: Connection, into: str, rows: Sequence[dict[str, Any]]) -> None:
     names = ", ".join(f'"{c}"' for c in columns)
     texts = [_column_text([row[c] for row in rows]) for c in columns]
     # bytes, not StringIO: that keeps 4 bytes a character, and JSON columns make chunks large
-    buffer = io.BytesIO(("\n".join(map("\t".join, zip(*texts))) + "\n").encode())
+    data = ("\n".join(map("\t".join, zip(*texts))) + "\n").encode()
     del texts
     cursor = conn.connection.cursor()
-    try:
-        cursor.copy_expert(f'COPY "{into}" ({names}) FROM STDIN', buffer)
+    try:  # read in one piece: each read takes the GIL, which a launch's other thread holds
+        # for up to 5 ms at a time while it builds messages (bench/ scale)
+        cursor.copy_expert(f'COPY "{into}" ({names}) FROM STDIN', io.BytesIO(data),
+                           size=max(8192, len(data)))
     finally:
         cursor.close()
 

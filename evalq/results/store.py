@@ -220,19 +220,52 @@ def save_study(engine: Engine, study: StudyRow, trials: Iterable[TrialRow | dict
         session.commit()
 
 
+def study_exists(engine: Engine, study_id: str) -> bool:
+    with Session(engine) as session:
+        return session.get(StudyRow, study_id) is not None
+
+
+def save_new_study(engine: Engine, study: Optional[StudyRow], trials: Sequence[dict]) -> None:
+    """Planned trials (plain dicts of TrialRow's columns) of a study never launched before,
+    each with its first attempt, queued, in one transaction; with the study's row when given
+    (the first such call), so a second launcher of the same new study fails on its key."""
+    with Session(engine, expire_on_commit=False) as session:
+        if study is not None:
+            session.add(study)
+            session.flush()
+        if trials:
+            conn = session.connection()
+            insert_missing(conn, TrialRow.__table__, trials)
+            insert_missing(conn, AttemptRow.__table__,
+                           _queued_rows([t["id"] for t in trials], None, trials[0]["study_id"]),
+                           conflict=["trial_id", "attempt"])
+        session.commit()
+
+
+def _queued_rows(trial_ids: Sequence[str], attempt_of: Optional[dict[str, int]],
+                 study_id: str) -> list[dict]:
+    """Attempt rows waiting for a worker; attempt 1 of each trial when `attempt_of` is None."""
+    now = time.time()
+    return [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t] if attempt_of else 1,
+                 state="queued", enqueued_at=now, claims=0, regrades=0, updated_at=now)
+            for t in trial_ids]
+
+
 def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, int],
                     study_id: str) -> None:
     """Queued attempt rows, created before their messages are sent (idempotent)."""
-    now = time.time()
-    rows = [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t], state="queued",
-                 enqueued_at=now, claims=0, regrades=0, updated_at=now) for t in trial_ids]
+    rows = _queued_rows(trial_ids, attempt_of, study_id)
     with Session(engine) as session:
         insert_missing(session.connection(), AttemptRow.__table__, rows,
                        conflict=["trial_id", "attempt"])
-        if rows:  # a repeat is harmless: counters let an attempt's outcome outrank its creation
-            events = [dict(study_id=study_id, trial_id=t, attempt=attempt_of[t])
-                      for t in trial_ids]
-            if engine.dialect.name == "postgresql":  # COPY: 100,000 events in a launch (bench/)
+        # A creation event tells a progress counter that a settled trial is pending again
+        # (a resubmitted attempt). A first attempt's creation changes no count, since a trial
+        # with no attempt is pending already, so it needs none: a launch of 100,000 trials
+        # writes no events (bench/ scale). A repeat is harmless: an outcome outranks creation.
+        events = [dict(study_id=study_id, trial_id=t, attempt=attempt_of[t])
+                  for t in trial_ids if attempt_of[t] > 1]
+        if events:
+            if engine.dialect.name == "postgresql":
                 copy_rows(session.connection(), AttemptEvent.__table__, events)
             else:
                 session.execute(AttemptEvent.__table__.insert(), events)
