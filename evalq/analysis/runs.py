@@ -7,11 +7,13 @@ in ``AttemptRow.grade['ratings']`` (see evalq.analysis.seed003). A score nobody 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Iterator, Optional
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, Optional
 
 from evalq.report.attempts import TrialView, trial_views
 from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, records
@@ -36,14 +38,15 @@ class Run:
     order: int
     outcome: Optional[str]
     passed: Optional[bool]
-    scores: dict[str, Optional[bool]]
+    scores: Mapping[str, Optional[bool]]
     ratings: list[dict[str, Any]] = field(default_factory=list)
     imported: bool = False
 
     @property
     def counted_metrics(self) -> dict[str, Any]:
+        """The counted attempt's metrics, to read (not a copy: a report reads 100,000)."""
         counted = self.view.counted
-        return dict(counted.metrics or {}) if counted is not None else {}
+        return (counted.metrics or _NO_METRICS) if counted is not None else _NO_METRICS
 
     @property
     def attempt_costs(self) -> list[tuple[Optional[float], bool]]:
@@ -67,13 +70,22 @@ def _run_of(view: TrialView) -> Run:
                    passed=scores["passed"], scores=scores,
                    ratings=list(grade.get("ratings") or []), imported=True)
     passed = view.passed
-    scores: dict[str, Optional[bool]] = dict.fromkeys(SCORE_FIELDS)
-    scores["passed"] = passed
-    # The grader's hidden tests are seed 003's locked evaluator checks.
-    scores["hidden_validation_passed"] = passed
     return Run(view=view, task=view.fixture_id, condition=view.condition,
                repetition=view.repetition, order=view.order_index, outcome=view.outcome,
-               passed=passed, scores=scores)
+               passed=passed, scores=_NATIVE_SCORES[passed])
+
+
+def _native_scores(passed: Optional[bool]) -> Mapping[str, Optional[bool]]:
+    """A native run's scores: the grader's verdict, which is also seed 003's locked evaluator
+    check (hidden validation); raters gave none."""
+    scores: dict[str, Optional[bool]] = dict.fromkeys(SCORE_FIELDS)
+    scores["passed"] = scores["hidden_validation_passed"] = passed
+    return MappingProxyType(scores)
+
+
+#: one read-only mapping per verdict, shared by every native run (100,000 in a report)
+_NATIVE_SCORES = {passed: _native_scores(passed) for passed in (True, False, None)}
+_NO_METRICS: Mapping[str, Any] = MappingProxyType({})
 
 
 #: the columns a report reads (evalq.report.compute): attempts' artifacts, criteria and
@@ -88,11 +100,15 @@ def study_runs(engine, study_id: str, *, report_only: bool = False
     """The study row and one Run per planned trial, in planned order. `report_only` reads
     only the columns the report uses (other callers read timestamps, artifacts, criteria)."""
     study = read_study(engine, study_id)
-    trials = records(engine, TrialRow, study_id, [TrialRow.order_index],
-                     REPORT_TRIAL_COLUMNS if report_only else None)
-    attempts = records(engine, AttemptRow, study_id, [AttemptRow.trial_id, AttemptRow.attempt],
-                       REPORT_ATTEMPT_COLUMNS if report_only else None)
-    views = trial_views(trials, attempts)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalq-read") as reader:
+        # the attempts' query runs on its own connection while this thread reads the trials:
+        # the database's work and the driver's fetch overlap the building of rows (bench/)
+        attempts = reader.submit(records, engine, AttemptRow, study_id,
+                                 [AttemptRow.trial_id, AttemptRow.attempt],
+                                 REPORT_ATTEMPT_COLUMNS if report_only else None)
+        trials = records(engine, TrialRow, study_id, [TrialRow.order_index],
+                         REPORT_TRIAL_COLUMNS if report_only else None)
+        views = trial_views(trials, attempts.result())
     return study, [_run_of(v) for v in views]
 
 

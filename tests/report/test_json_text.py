@@ -65,3 +65,47 @@ def test_rows_split_into_pieces_join_to_the_same_text(monkeypatch):
         pieces = list(json_text.indented_pieces(doc))
         assert "".join(pieces) == json.dumps(doc, indent=2)
         assert n <= 3 or len(pieces) > 7  # more than one piece of rows
+
+
+def _plain_value(rng: random.Random):
+    """A trial-row value: text over all of ASCII (DEL and control characters too) and a little
+    beyond it, floats of every magnitude and sign, ints past 64 bits, booleans, null."""
+    roll = rng.random()
+    if roll < 0.3:
+        alphabet = [chr(c) for c in range(128)] + ["é", "☃"] * 2
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+    if roll < 0.6:
+        return rng.choice([1, -1]) * 10 ** rng.uniform(-320, 308) * rng.random()
+    if roll < 0.75:
+        return rng.choice([0, 7, -2**63, 2**64, 2**80, 10**19])
+    return rng.choice([None, True, False, 0.0, -0.0, float("nan"), float("inf")])
+
+
+def test_rows_of_plain_values_encode_as_json_dumps_does_on_either_path():
+    """Rows go to orjson where it writes json.dumps's text; each piece that holds a value it
+    writes otherwise (NaN, a float under 1e-4, DEL, a non-ASCII character, a huge int) goes
+    to the C encoder. Rows at several depths, pieces of mixed kinds."""
+    from evalq.report import json_text
+
+    rng = random.Random(23)
+    for _ in range(300):
+        rows = [{f"k{i}": _plain_value(rng) for i in range(rng.randint(1, 5))}
+                for _ in range(rng.randint(1, 6))]
+        for doc in (rows, {"trial_rows": rows}, {"a": {"b": rows}}):
+            assert dumps_indented(doc) == json.dumps(doc, indent=2)
+            assert dumps_indented(doc, indent=4) == json.dumps(doc, indent=4)
+
+
+def test_rows_orjson_can_write_never_reach_the_c_encoder(monkeypatch):
+    """The fast path is really taken for the usual trial row (else the speed-up is gone)."""
+    from evalq.report import json_text
+
+    def refuse(*_args):
+        raise AssertionError("a plain row went to the C encoder")
+
+    monkeypatch.setattr(json_text, "_c_rows", refuse)
+    rows = [{"trial_id": f"s/t{i}/c/r1", "outcome": "correct", "attempts": 1, "passed": True,
+             "cost_usd": 0.0123 * i, "duration_seconds": 12.5, "reason": None,
+             "input_tokens": 10**6, "note": "tab\t quote\" newline\n"} for i in range(5000)]
+    doc = {"trial_rows": rows}
+    assert dumps_indented(doc) == json.dumps(doc, indent=2)
