@@ -4,6 +4,7 @@
     python -m bench.scale_child seed   STUDY_ID TASKS REPS   (inserts trials + attempts directly)
     python -m bench.scale_child report STUDY_ID OUT_DIR [--traced]
     python -m bench.scale_child floor-push COUNT     (pre-built messages pushed to Redis)
+    python -m bench.scale_child floor-copy STUDY_ID  (the launch's rows COPied, then undone)
     python -m bench.scale_child floor-read STUDY_ID  (the report's rows, one query, into numpy)
 
 Prints one JSON object: seconds per phase, peak RSS and tracemalloc's peak of Python objects.
@@ -153,6 +154,41 @@ def floor_push(count: int) -> dict:
     return {"messages": count, "seconds": seconds, "peak_rss_mib": _peak_rss_mib()}
 
 
+def floor_copy(study_id: str) -> dict:
+    """The database's part of the plan's floor: the very trial and attempt rows the launch of
+    `study_id` wrote, as COPY text built before the clock starts, COPied into the same tables
+    in one transaction (indexes and the attempts' foreign key included) and rolled back."""
+    import io
+
+    from evalq.config import load_settings
+    from evalq.results.store import init_db
+
+    engine = init_db(load_settings().database_url)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        buffers = {}
+        for table in ("trials", "attempts"):
+            text = io.BytesIO()
+            columns = "*" if table == "trials" else \
+                "trial_id, study_id, attempt, state, enqueued_at, claims, regrades, updated_at"
+            cursor.copy_expert(f"COPY (SELECT {columns} FROM {table} WHERE study_id = "
+                               f"'{study_id}') TO STDOUT", text)
+            buffers[table] = (columns, text.getvalue())
+        cursor.execute("DELETE FROM attempts WHERE study_id = %s", (study_id,))
+        cursor.execute("DELETE FROM trials WHERE study_id = %s", (study_id,))
+        started = time.perf_counter()
+        for table, (columns, data) in buffers.items():
+            into = table if columns == "*" else f"{table} ({columns})"
+            cursor.copy_expert(f"COPY {into} FROM STDIN", io.BytesIO(data), size=len(data))
+        seconds = time.perf_counter() - started
+        rows = {t: data.count(b"\n") for t, (_, data) in buffers.items()}
+        raw.rollback()  # the launch's own rows stay as they were
+    finally:
+        raw.close()
+    return {"rows": rows, "seconds": seconds}
+
+
 def floor_read(study_id: str) -> dict:
     """The report's floor: every trial and attempt row of the study (all the columns the report
     reads, JSON decoded by the driver) by one SQL query, into one numpy array per column."""
@@ -191,11 +227,13 @@ def main(argv: list[str]) -> None:
         result = report(args[0], args[1], "--traced" in args)
     elif command == "floor-push":
         result = floor_push(int(args[0]))
+    elif command == "floor-copy":
+        result = floor_copy(args[0])
     elif command == "floor-read":
         result = floor_read(args[0])
     else:
-        raise SystemExit(f"unknown command {command!r}: use plan, seed, report, floor-push or "
-                         "floor-read")
+        raise SystemExit(f"unknown command {command!r}: use plan, seed, report, floor-push, "
+                         "floor-copy or floor-read")
     print(json.dumps(result))
 
 
