@@ -146,7 +146,8 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(tmp_path,
     root = tmp_path / "broker"
     conn = connect(root)
     publish(conn, [{"n": 1}])
-    (root / "queue" / "0_broken.agents.msg").write_bytes(b"{not json")  # sorts first
+    broken = "0" * 32 + "_broken.agents.msg"  # sorts before any name a sender gives
+    (root / "queue" / broken).write_bytes(b"{not json")
     got: list = []
     with conn.channel() as channel:
         with Consumer(channel, [queue()], accept=["json"],
@@ -154,7 +155,7 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(tmp_path,
             conn.drain_events(timeout=DEADLINE)
     assert got == [{"n": 1}]
     kept = [p.name for p in (root / "claimed").iterdir()]
-    assert len(kept) == 1 and kept[0].endswith("0_broken.agents.msg.unreadable"), kept
+    assert len(kept) == 1 and kept[0].endswith(broken + ".unreadable"), kept
 
 
 def test_two_broker_folders_in_one_process_each_get_their_messages(tmp_path):
@@ -162,3 +163,18 @@ def test_two_broker_folders_in_one_process_each_get_their_messages(tmp_path):
         publish(connect(tmp_path / name), [{"home": name}])
         files = list((tmp_path / name / "queue").iterdir())
         assert len(files) == 1 and json.loads(files[0].read_bytes())["body"], name
+
+
+def test_messages_come_out_in_the_order_they_were_sent(tmp_path, slow_rescan):
+    """Many messages within one millisecond, and counts that gain a digit: the queue is still
+    first in, first out (the embedded default runs a study's trials in planned order)."""
+    publish(connect(tmp_path / "broker"), [{"n": n} for n in range(1200)])
+    conn = connect(tmp_path / "broker")
+    got: list = []
+    with conn.channel() as channel:
+        consumer = Consumer(channel, [queue()], accept=["json"],
+                            callbacks=[lambda body, m: (got.append(body["n"]), m.ack())])
+        with consumer:
+            while len(got) < 1200:
+                conn.drain_events(timeout=DEADLINE)
+    assert got == list(range(1200))

@@ -40,7 +40,7 @@ def start_sweeps(queues) -> None:
     from evalq.config import load_settings
     from evalq.ops.recovery import broker_run_id
     from evalq.queue.sending import send
-    from evalq.results.store import init_db
+    from evalq.results.store import ready_engine
 
     settings = load_settings()
     threading.Thread(target=_run_folder_loop, args=(settings.home / "runs",
@@ -48,7 +48,7 @@ def start_sweeps(queues) -> None:
                      name="evalq-run-folder-sweep", daemon=True).start()
     if not queues or not ({"grading", "results"} & set(queues)):
         return
-    start_worker_sweep(lambda: init_db(settings.database_url), send, settings.lease_seconds,
+    start_worker_sweep(lambda: ready_engine(settings.database_url), send, settings.lease_seconds,
                        lambda: broker_run_id(settings.broker_url), _stop)
 
 

@@ -15,11 +15,12 @@ folder, not per process. Still no server (SPEC D5).
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from pathlib import Path
 from queue import Empty
-from time import monotonic
+from time import monotonic, monotonic_ns
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem, virtual
@@ -29,6 +30,11 @@ from evalq.queue.dirwatch import DirWatch
 
 #: with inotify, how often the folder is read anyway (a safety net; wake-ups need no timer)
 RESCAN_SECONDS = 1.0
+#: messages this process sent: with the machine's monotonic clock in nanoseconds, zero-padded,
+#: it makes file names sort in the order they were sent. Stock kombu names by milliseconds
+#: then a random uuid, so two messages of one millisecond came out in either order, and an
+#: unpadded count sorts 999 after 1000 (a study's trials would not run in planned order).
+_sent = itertools.count()
 
 
 def folders(root: Path) -> dict[str, Path]:
@@ -49,7 +55,7 @@ def transport_options(root: Path) -> dict:
 class Channel(filesystem.Channel):
     def _put(self, queue, payload, **kwargs):
         """Write the message beside the queue, then rename it in: readers see whole files only."""
-        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        name = f"{monotonic_ns():020d}{next(_sent):012d}_{uuid.uuid4()}.{queue}.msg"
         staging = os.path.join(self._folder("incoming_folder"), name)
         try:
             with open(staging, "wb") as handle:

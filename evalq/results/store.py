@@ -144,23 +144,38 @@ def removed_if_failed(url: str) -> Iterator[None]:
         raise
 
 
-_SCHEMA_CHECKED: set[str] = set()
+#: URLs whose schema this process has brought up to date (add_missing) since it started
+_CHECKED: set[str] = set()
+_CHECKING = threading.Lock()
 
 
 def init_db(url: str) -> Engine:
+    """The engine, its tables created if missing, and once per process a database from an
+    earlier evalq given the columns and indexes it lacks."""
     engine = get_engine(url)
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
         SQLModel.metadata.create_all(engine)
-        if url not in _SCHEMA_CHECKED:  # a database from an earlier evalq, once per process
-            add_missing(engine, SQLModel.metadata)
-            _SCHEMA_CHECKED.add(url)
+        with _CHECKING:  # trial threads start together; one checks, the others wait for it
+            if url not in _CHECKED:
+                add_missing(engine, SQLModel.metadata)
+                _CHECKED.add(url)
     except (OperationalError, InterfaceError) as exc:
         first = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else "refused"
         raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
                         fix="check the URL and that the server is running") from None
     return engine
+
+
+def ready_engine(url: str) -> Engine:
+    """init_db once per URL and process: workers run hundreds of trials or thousands of
+    results a second through one process, and each table check costs queries and a connection.
+    (init_db itself still creates missing tables on every call: a command may find its
+    database file removed and made anew.)"""
+    if url not in _CHECKED:
+        init_db(url)
+    return get_engine(url)
 
 
 @contextmanager
@@ -179,20 +194,6 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
             yield conn
         finally:
             conn.exec_driver_sql("ROLLBACK")
-
-
-_READY: set[str] = set()
-_READY_LOCK = threading.Lock()
-
-
-def ready_engine(url: str) -> Engine:
-    """init_db once per URL and process: workers run hundreds of trials or thousands of
-    results a second through one process, and each table check costs queries and a connection."""
-    with _READY_LOCK:  # trial threads start together; one checks, the others wait for it
-        if url not in _READY:
-            init_db(url)
-            _READY.add(url)
-    return get_engine(url)
 
 
 def _insert(engine: Engine):
