@@ -33,9 +33,13 @@ demo: venv sandbox
 	rm -rf $(DEMO_HOME)
 	cd examples/demo && EVALQ_HOME=$(DEMO_HOME) ../../$(VENV)/bin/evalq run study.toml
 
-## Install everything the tests need (system packages, Docker engine, grader images) and run them all.
+## Install everything the tests need (system packages, Docker engine, grader images) and run them all:
+## two at a time, a test file to a worker, then the few that touch machine-wide state alone.
+TEST_WORKERS ?= 2
 test: venv docker chromium
-	EVALQ_AGENT_PATH="$$(bash scripts/install-test-agents.sh)" $(PY) -m pytest -q --basetemp=$(CURDIR)/.pytest-tmp
+	export EVALQ_AGENT_PATH="$$(bash scripts/install-test-agents.sh)" && \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" --basetemp=$(CURDIR)/.pytest-tmp && \
+	$(PY) -m pytest -q -m serial --basetemp=$(CURDIR)/.pytest-tmp-serial
 
 bench: venv sandbox
 	$(PY) -m bench

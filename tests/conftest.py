@@ -43,7 +43,10 @@ def redis_url():
     require_service("127.0.0.1", 6379, "Redis", REDIS_HOW)
     import redis
 
-    db = int(os.environ.get("EVALQ_TEST_REDIS_DB", "13"))  # sessions running side by side differ
+    # sessions running side by side set their own; pytest-xdist's workers (gw0, gw1, ...)
+    # count down from it, each to a database of its own
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    db = int(os.environ.get("EVALQ_TEST_REDIS_DB", "13")) - worker
     client = redis.Redis(host="127.0.0.1", port=6379, db=db)
     client.flushdb()
     yield f"redis://127.0.0.1:6379/{db}"

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import docker
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "distributed"))
 
@@ -22,6 +23,9 @@ from evalq.graders.sandbox.docker import container_labels  # noqa: E402
 from evalq.graders.sandbox.base import SandboxLimits  # noqa: E402
 from evalq.workers.sandbox import get_agent_sandbox  # noqa: E402
 from evalq.workers.sandbox.docker import DEFAULT_IMAGE, LABEL_PHASE  # noqa: E402
+
+# the sweep is machine-wide: another test's worker would sweep this one's planted orphans
+pytestmark = pytest.mark.serial
 
 
 def test_an_agent_worker_sweeps_orphan_agent_cgroups_when_it_starts(tmp_path, redis_url):

@@ -25,6 +25,9 @@ from evalq.graders.sandbox.cgroups import PREFIX, ROOT
 from evalq.graders.sandbox.docker import LABEL_CREATED, LABEL_DEADLINE, LABEL_LABEL, LABEL_SANDBOX
 from evalq.graders.sandbox.scratch import DIR_PREFIX, SOURCE, _capped_mounts
 
+# the sweep is machine-wide: another test's worker would sweep this one's planted orphans
+pytestmark = pytest.mark.serial
+
 IMAGE = "evalq-grader-python:local"
 
 
