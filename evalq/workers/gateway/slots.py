@@ -89,6 +89,25 @@ return 1
 """
 
 
+class _Trouble:
+    """A loop's Redis failures, logged once with the reason when they start and once when they
+    end: a Redis restart would otherwise log a traceback every poll (two a second)."""
+
+    def __init__(self, what: str):
+        self.what, self.failures = what, 0
+
+    def failed(self) -> None:
+        if not self.failures:
+            log.warning("%s; retrying quietly until Redis answers", self.what, exc_info=True)
+        self.failures += 1
+
+    def passed(self) -> None:
+        if self.failures:
+            log.warning("%s: Redis answers again after %d failed tries", self.what,
+                        self.failures)
+            self.failures = 0
+
+
 class RedisSlots:
     """Slots shared by every gateway on one Redis. `lease` seconds without renewal frees one."""
 
@@ -121,25 +140,30 @@ class RedisSlots:
             self.changed.notify_all()
 
     async def _listen(self) -> None:
+        trouble = _Trouble("gateway slot notifications interrupted")
         while True:
             try:
                 message = await self.pubsub.get_message(ignore_subscribe_messages=True,
                                                         timeout=self.poll)
             except Exception:  # noqa: BLE001 - waiters still poll; listen again shortly
-                log.warning("gateway slot notifications interrupted", exc_info=True)
+                trouble.failed()
                 await asyncio.sleep(self.poll)
                 continue
+            trouble.passed()
             if message and message.get("type") == "pmessage":
                 channel = message["channel"]
                 await self._wake(channel.decode() if isinstance(channel, bytes) else channel)
 
     async def _renew(self) -> None:
+        trouble = _Trouble("could not renew gateway slot leases")
         while True:
             await asyncio.sleep(self.lease / 3)
             try:
                 await self.renew()
             except Exception:  # noqa: BLE001 - Redis away for a moment: try again next round
-                log.warning("could not renew gateway slot leases", exc_info=True)
+                trouble.failed()
+                continue
+            trouble.passed()
 
     async def renew(self) -> None:
         """Push every held slot's expiry to Redis time + lease."""
