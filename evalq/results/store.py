@@ -238,24 +238,23 @@ def save_new_study(engine: Engine, study: Optional[StudyRow], trials: Sequence[d
             conn = session.connection()
             insert_missing(conn, TrialRow.__table__, trials)
             insert_missing(conn, AttemptRow.__table__,
-                           _queued_rows([t["id"] for t in trials], None, trials[0]["study_id"]),
+                           _queued_rows(((t["id"], 1) for t in trials), trials[0]["study_id"]),
                            conflict=["trial_id", "attempt"])
         session.commit()
 
 
-def _queued_rows(trial_ids: Sequence[str], attempt_of: Optional[dict[str, int]],
-                 study_id: str) -> list[dict]:
-    """Attempt rows waiting for a worker; attempt 1 of each trial when `attempt_of` is None."""
+def _queued_rows(attempts: Iterable[tuple[str, int]], study_id: str) -> list[dict]:
+    """Attempt rows, one per (trial id, attempt number), waiting for a worker."""
     now = time.time()
-    return [dict(trial_id=t, study_id=study_id, attempt=attempt_of[t] if attempt_of else 1,
-                 state="queued", enqueued_at=now, claims=0, regrades=0, updated_at=now)
-            for t in trial_ids]
+    return [dict(trial_id=t, study_id=study_id, attempt=attempt, state="queued",
+                 enqueued_at=now, claims=0, regrades=0, updated_at=now)
+            for t, attempt in attempts]
 
 
 def create_attempts(engine: Engine, trial_ids: list[str], attempt_of: dict[str, int],
                     study_id: str) -> None:
     """Queued attempt rows, created before their messages are sent (idempotent)."""
-    rows = _queued_rows(trial_ids, attempt_of, study_id)
+    rows = _queued_rows(((t, attempt_of[t]) for t in trial_ids), study_id)
     with Session(engine) as session:
         insert_missing(session.connection(), AttemptRow.__table__, rows,
                        conflict=["trial_id", "attempt"])
