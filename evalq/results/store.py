@@ -57,16 +57,21 @@ class TrialRow(SQLModel, table=True):
 
 class AttemptRow(SQLModel, table=True):
     __tablename__ = "attempts"
+    # Each index slows every launch's rows and every result's write, so there is none that
+    # another one's leading columns already give: uq_trial_attempt serves lookups by trial,
+    # ix_attempt_study_updated those by study (every query by outcome names a study or trial).
+    # A database made before keeps its older single-column indexes (results/schema.py never
+    # drops), which costs only write speed.
     __table_args__ = (UniqueConstraint("trial_id", "attempt", name="uq_trial_attempt"),
                       # sweeps look for stranded gradings by state and lease, not per study
                       Index("ix_attempt_state_lease", "state", "lease_expires_at"),
                       Index("ix_attempt_study_updated", "study_id", "updated_at"))
     id: Optional[int] = Field(default=None, primary_key=True)
-    trial_id: str = Field(index=True, foreign_key="trials.id")
-    study_id: str = Field(index=True)
+    trial_id: str = Field(foreign_key="trials.id")
+    study_id: str
     attempt: int
     state: str = "queued"  # queued | running | grading | done | cancelled
-    outcome: Optional[str] = Field(default=None, index=True)
+    outcome: Optional[str] = None
     reason: Optional[str] = None
     lease_owner: Optional[str] = None
     lease_expires_at: Optional[float] = None
