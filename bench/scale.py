@@ -95,6 +95,9 @@ def run_plan(workdir: Path, broker: str, database: str, trials: int, log) -> tup
     rows_floor = _child(["floor-copy", "bench-scale"], env) if database.startswith(
         "postgresql") else None
     result["rows_floor"] = rows_floor
+    log("the same launch with no row written (what planning and messages cost alone)")
+    result["no_rows"] = _child(["plan-no-rows", str(manifest)], env)
+    no_rows = result["no_rows"]["seconds"]
     total = result["seconds"]["total"]
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in result["seconds"].items() if k != "total")
     return [Figure(f"plan + enqueue {result['trials']:,} trials (into Redis, {result['sent']:,} "
@@ -112,6 +115,13 @@ def run_plan(workdir: Path, broker: str, database: str, trials: int, log) -> tup
                       note="not a target: what the 2x floor leaves out, the database's own "
                            "writes, which every launch must make before its messages go")]
               if rows_floor else []),
+            Figure("plan + enqueue with no row written, against the push floor", no_rows, "s",
+                   ratio=ratio(no_rows, floor["seconds"]),
+                   reference=f"{floor['messages']:,} pre-built messages pushed in pipelines "
+                             f"({floor['seconds']:.2f} s)",
+                   note="not a target: the same load, plan, messages and pushes with the "
+                        "database taking no time; above 2x, no change to the rows alone can "
+                        "bring the launch within 2x of the pushes"),
             Figure("plan + enqueue peak memory", result["peak_rss_mib"], "MiB")], result
 
 

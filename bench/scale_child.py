@@ -1,6 +1,7 @@
 """Scale measurements, each in a fresh process so its peak memory (ru_maxrss) is its own.
 
     python -m bench.scale_child plan   STUDY_TOML            (EVALQ_* settings in the environment)
+    python -m bench.scale_child plan-no-rows STUDY_TOML  (the same, writing no row)
     python -m bench.scale_child seed   STUDY_ID TASKS REPS   (inserts trials + attempts directly)
     python -m bench.scale_child report STUDY_ID OUT_DIR [--traced]
     python -m bench.scale_child floor-push COUNT     (pre-built messages pushed to Redis)
@@ -54,6 +55,32 @@ def plan(manifest: str) -> dict:
     times["total"] = time.perf_counter() - t0 - times["plan_only"]
     return {"trials": len(planned), "sent": summary.sent, "seconds": times,
             "peak_rss_mib": _peak_rss_mib()}
+
+
+def plan_no_rows(manifest: str) -> dict:
+    """What the launch would take if the database cost nothing: the same load, prepare,
+    messages and pushes as `plan`, with no study, trial or attempt row written. Not a way to
+    launch (workers would find no rows); the figure that shows how much of the push floor's
+    2x budget planning and building messages use up by themselves."""
+    import redis
+
+    from evalq.config import load_settings
+    from evalq.queue.app import app, configure
+    from evalq.queue.launch import first_sends, prepare_study, send_run_messages
+    from evalq.study.manifest import load_manifest
+
+    settings = load_settings()
+    configure(app, settings)
+    started = time.perf_counter()
+    prepared = prepare_study(load_manifest(manifest), settings)
+    sent = send_run_messages(app, prepared.study, first_sends(prepared),
+                             lambda start, stop: None)
+    seconds = time.perf_counter() - started
+    queued = redis.Redis.from_url(settings.broker_url).llen("agents")
+    redis.Redis.from_url(settings.broker_url).delete("agents")
+    if queued != sent:
+        raise RuntimeError(f"plan-no-rows queued {queued} of {sent} messages")
+    return {"sent": sent, "seconds": seconds}
 
 
 def seed(study_id: str, tasks: int, reps: int) -> dict:
@@ -221,6 +248,8 @@ def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "plan":
         result = plan(args[0])
+    elif command == "plan-no-rows":
+        result = plan_no_rows(args[0])
     elif command == "seed":
         result = seed(args[0], int(args[1]), int(args[2]))
     elif command == "report":
@@ -232,7 +261,7 @@ def main(argv: list[str]) -> None:
     elif command == "floor-read":
         result = floor_read(args[0])
     else:
-        raise SystemExit(f"unknown command {command!r}: use plan, seed, report, floor-push, "
+        raise SystemExit(f"unknown command {command!r}: use plan, plan-no-rows, seed, report, floor-push, "
                          "floor-copy or floor-read")
     print(json.dumps(result))
 

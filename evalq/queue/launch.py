@@ -144,8 +144,7 @@ def _launch(app, prepared: Prepared, resume: bool) -> LaunchSummary:
     if not prepared.trials or study_exists(engine, study.id):
         save_study(engine, prepared.row, prepared.trials)
         return send_trials(app, study, engine, resume)
-    as_row = partial(tuple.__new__, row_type(tuple(prepared.trials[0])))  # for message_for
-    to_send = [(as_row(t.values()), 1) for t in prepared.trials]
+    to_send = first_sends(prepared)
 
     def write_rows(start: int, stop: int) -> None:
         save_new_study(engine, prepared.row if start == 0 else None,
@@ -154,6 +153,15 @@ def _launch(app, prepared: Prepared, resume: bool) -> LaunchSummary:
     send_run_messages(app, study, to_send, write_rows)
     _log_sent(study.id, to_send)
     return LaunchSummary(planned=len(to_send), sent=len(to_send), finished=0, in_flight=0)
+
+
+def first_sends(prepared: Prepared) -> list[tuple[Any, int]]:
+    """(trial, 1) for every planned trial, in order: a new study's messages, built straight
+    from the plan with no read-back (each trial a named tuple of TrialRow's columns)."""
+    if not prepared.trials:
+        return []
+    as_row = partial(tuple.__new__, row_type(tuple(prepared.trials[0])))  # for message_for
+    return [(as_row(t.values()), 1) for t in prepared.trials]
 
 
 def settings_for_study(settings: Settings, study: Study) -> Settings:
