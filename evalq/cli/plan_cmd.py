@@ -96,11 +96,21 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
         progress.close()
     lock_path = None
     if write_lock:
-        _, lock_path = write_planning(manifest, result, attempts=attempts, force=force)
+        from evalq.results.store import record_planning
+
+        # counted again: a study whose runs began while the designs were simulated is not
+        # planned before them
+        attempts = attempts_recorded(engine, manifest.id)
+        lock, lock_path = write_planning(manifest, result, attempts=attempts, force=force)
         result["lock"] = str(lock_path)
+        if record_planning(engine, manifest.id, lock["lock_digest"], lock["planning"]):
+            result["recorded_in_database"] = True
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(plan_text(result))
     if lock_path is not None:
         click.echo(f"lock: planning section written to {lock_path}")
+    if result.get("recorded_in_database"):
+        click.echo("results database: the launched study's stored lock has it too (its "
+                   "report shows it)")

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Optional
 
 from evalq.report.integrity import integrity_block
+from evalq.report.preregistration import claim_reasons, plan_record
 from evalq import __version__
 from evalq.gcpause import cyclic_gc_paused
 from evalq.analysis.compare import Pair, compare_pairs
@@ -20,6 +21,7 @@ from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
+from evalq.results.store import first_started_at
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
@@ -27,7 +29,7 @@ from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_re
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"  # 2.1: power_plan
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -215,10 +217,11 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
 
 
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
-            sealed: dict[str, Any]) -> dict[str, Any]:
+            sealed: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     reasons = []
     if sealed["sealed"] is False:
         reasons.append("agents ran unsealed (agent sandbox `none`): they could reach the host")
+    reasons += claim_reasons(plan)
     if not tests:
         reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     if warn:
@@ -237,12 +240,14 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
 def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any]:
     with cyclic_gc_paused():
         study, runs = study_runs(engine, study_id, report_only=True)
+        first_run_at = first_started_at(engine, study_id)
         # each condition's runs grouped by task, and each set of resample indices drawn, once
         with shared_groupings(), shared_resamples():
-            return _report(study, runs, n_resamples)
+            return _report(study, runs, n_resamples, first_run_at)
 
 
-def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
+def _report(study, runs: list[Run], n_resamples: int,
+            first_run_at: float | None = None) -> dict[str, Any]:
     views = [r.view for r in runs]
     names = condition_names(study)
     mode = study.mode
@@ -293,6 +298,7 @@ def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
     reliability = reliability_block(runs, names, _primary_outcomes(study, comparisons))
     warn, warn_reasons = _power(runs, names, groups)
     sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
+    plan = plan_record(study.lock, first_run_at)
     finished = sum(1 for v in views if v.outcome is not None)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -334,7 +340,9 @@ def _report(study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
         "cost": {name: condition_cost([r for r in runs if r.condition == name])
                  for name in names},
         "agent_sandbox": sealed,
-        "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed),
+        "power_plan": plan,
+        "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed,
+                          plan),
         "trial_rows": [_trial_row(r, labels) for r in runs],
         "grading_integrity": integrity_block(views),
     }

@@ -14,6 +14,7 @@ from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
 from evalq.report import fmt
+from evalq.report.preregistration import describe as describe_plan
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
 
@@ -41,7 +42,8 @@ def _header(report: dict[str, Any]) -> list[str]:
              "- worker environments: "
              + (f"**{describe_environments(report['worker_environments'])}**"
                 if report.get("worker_environments") else "all attempts ran in one environment"),
-             f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}"]
+             f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}",
+             f"- power plan: {describe_plan(report.get('power_plan'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
                  f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")

@@ -116,6 +116,21 @@ def test_pilot_plan_lock_and_launch_check(tmp_path, fixture_copies):
     prereg = json.loads(pilot_lock.read_text())["planning"]["preregistration"]
     assert prereg["before_runs"] is False and prereg["forced"] is True
     assert prereg["attempts_at_planning"] == 8 and "not a pre-registration" in prereg["note"]
+    # ... and the pilot's report, read from the database the runs were written to, says so:
+    # a plan made after seeing results may have picked k by optional stopping.
+    out = tmp_path / "pilot-report.json"
+    reported = cli(["report", "pilot", "--format", "json", "--out", str(out)], home)
+    assert reported.returncode == 0, reported.stderr
+    report = json.loads(out.read_text())
+    assert report["power_plan"]["recorded"] is True and report["power_plan"]["intact"] is True
+    assert report["power_plan"]["before_runs"] is False
+    assert report["power_plan"]["attempts_at_planning"] == 8
+    assert report["claims"]["status"] == "exploratory"
+    assert any("power plan was written after 8 attempts" in r
+               for r in report["claims"]["reasons"]), report["claims"]
+    md = tmp_path / "pilot-report.md"
+    assert cli(["report", "pilot", "--format", "md", "--out", str(md)], home).returncode == 0
+    assert "power plan: **written after 8 attempts had run**" in md.read_text()
 
     # `evalq run` of the 12-trial study now shows the forecast from the lock and needs --yes.
     gated = cli(["run", str(main)], {**home, "EVALQ_CONFIRM_ABOVE": "10"})
