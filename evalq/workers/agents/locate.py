@@ -10,11 +10,20 @@ import os
 import shutil
 from typing import Any, Optional
 
+#: version managers' dispatch scripts (pyenv, rbenv, nodenv, asdf, mise): each runs the manager
+#: itself to pick a version, from state that a sandbox does not expose, so one found first on
+#: PATH would fail inside it; the next real executable on PATH is taken instead (a shims
+#: directory named in EVALQ_AGENT_PATH is kept: that was asked for)
+SHIM_DIRS = ("shims",)
+
+
 def search_path() -> str:
     from evalq.config import load_settings
 
-    extra = load_settings().agent_path or ""
-    return os.pathsep.join(p for p in (extra, os.environ.get("PATH", "")) if p)
+    extra = load_settings().agent_path or ""  # named on purpose: kept as given
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and os.path.basename(os.path.normpath(p)) not in SHIM_DIRS]
+    return os.pathsep.join(p for p in (extra, *path) if p)
 
 
 def find_executable(name: Optional[str], settings: dict[str, Any] | None = None) -> Optional[str]:
