@@ -8,10 +8,11 @@ writer inserting them in one transaction: the least any import of these rows can
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 from pathlib import Path
+
+from bench.peak import peak_rss_mib
 
 
 def _floor(url: str, results: Path, raters: Path) -> float:
@@ -51,11 +52,10 @@ def _import(url: str, results: Path, raters: Path) -> float:
 
 def main(argv: list[str]) -> int:
     mode, url, results, raters = argv
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base_rss = peak_rss_mib()
     seconds = (_floor if mode == "floor" else _import)(url, Path(results), Path(raters))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak / 1024,
-                      "start_rss_mib": base_rss / 1024}))
+    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(),
+                      "start_rss_mib": base_rss}))
     return 0
 
 

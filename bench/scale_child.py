@@ -1,4 +1,4 @@
-"""Scale measurements, each in a fresh process so its peak memory (ru_maxrss) is its own.
+"""Scale measurements, each in a fresh process so its peak memory (bench.peak) is its own.
 
     python -m bench.scale_child plan   STUDY_TOML            (EVALQ_* settings in the environment)
     python -m bench.scale_child plan-no-rows STUDY_TOML  (the same, writing no row)
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
+from bench.peak import peak_rss_mib as _peak_rss_mib
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
 
 
 def plan(manifest: str) -> dict:

@@ -30,3 +30,15 @@ def test_deploy_bench_rejects_an_unknown_section(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench", "--only", "nonsense", "--out",
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown section" in proc.stderr
+
+
+def test_a_bench_childs_peak_memory_is_its_own_not_its_parents():
+    """ru_maxrss survives exec, so a child of a big parent would report the parent's RSS."""
+    ballast = bytearray(400 * 2**20)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touch every page: resident
+    code = "import bench.peak; print(bench.peak.peak_rss_mib())"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 100, proc.stdout  # ru_maxrss here says over 400 (Linux 6)
+    del ballast
