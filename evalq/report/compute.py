@@ -246,6 +246,64 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
             return _report(study, runs, n_resamples, first_run_at)
 
 
+def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,
+                      k: int) -> dict[str, Any]:
+    """Per condition: outcomes, metrics with CIs and pass@k (pooled only when there is one
+    track: results are never aggregated across tracks), tokens and skill activation."""
+    pooled = next(iter(groups.values())) if len(groups) == 1 else None
+    any_group = next(iter(groups.values()), None)
+    conditions = {}
+    for name in names:
+        mine = [r for r in runs if r.condition == name]
+        summary = condition_summary([r.view for r in mine])
+        if pooled is not None:
+            summary["metrics"] = pooled["conditions"][name]["metrics"]
+            summary["pass_k"] = pooled["conditions"][name]["pass_k"]
+        else:
+            summary["metrics"] = {m: {"estimate": None, "ci_low": None, "ci_high": None,
+                                      "n_tasks": 0, "k": k,
+                                      "reason": "reported per track; results are never "
+                                                "aggregated across tracks"}
+                                  for m in any_group["conditions"][name]["metrics"]}
+            summary["pass_k"] = []  # per track only, like every metric
+        cond_def = next((c for c in study.manifest.get("conditions", [])
+                         if c.get("name") == name), {})
+        summary["tokens"] = condition_tokens(mine)
+        summary["skill_activation"] = skill_activation(mine, cond_def.get("skill"))
+        conditions[name] = summary
+    return conditions
+
+
+def _tracks_block(runs: list[Run], names: list[str], tracks: dict, labels: dict,
+                  groups: dict) -> dict[str, Any]:
+    """Per adoption track: its tasks, splits, unsuitable tasks (a correct exclusion is a
+    success, S3) and its own per-condition results."""
+    block = {}
+    for track, tasks in tracks.items():
+        split = Counter(labels.get(t, {}).get("split") or "unlabelled" for t in tasks)
+        unsuitable = [t for t in tasks if labels.get(t, {}).get("suitable") is False]
+        block[track] = {
+            "tasks": tasks, "splits": dict(split), "unsuitable_tasks": unsuitable,
+            "correct_exclusions": {n: sum(1 for r in runs if r.condition == n
+                                          and r.task in unsuitable and r.outcome == "correct")
+                                   for n in names},
+            "conditions": groups[track]["conditions"]}
+    return block
+
+
+def _inference(tests: bool, n_resamples: int, seed: int) -> dict[str, Any]:
+    """How the intervals and tests were computed, as the report states it."""
+    return {"tests": tests, "bootstrap": {"method": BOOTSTRAP_METHOD,
+                                          "n_resamples": n_resamples,
+                                          "confidence": 0.95, "seed": seed, "unit": "task"},
+            "permutation": ({"alternative": "two-sided", "n_permutations": 10000,
+                             "exact_when_tasks_at_most": 16,
+                             "multiplicity": "holm over the primary family"}
+                            if tests else None),
+            "note": ("commit-comparison mode: uncertainty only (95% CIs); "
+                     "no hypothesis tests are run" if not tests else None)}
+
+
 def _report(study, runs: list[Run], n_resamples: int,
             first_run_at: float | None = None) -> dict[str, Any]:
     views = [r.view for r in runs]
@@ -260,41 +318,10 @@ def _report(study, runs: list[Run], n_resamples: int,
     groups = {track: _group_report(study, [r for r in runs if r.task in task_sets[track]], names,
                                    tests=tests, seed=seed, n_resamples=n_resamples)
               for track in tracks}
-    pooled = len(groups) == 1
-    conditions = {}
-    for name in names:
-        mine = [r for r in runs if r.condition == name]
-        summary = condition_summary([r.view for r in mine])
-        if pooled:
-            summary["metrics"] = next(iter(groups.values()))["conditions"][name]["metrics"]
-            summary["pass_k"] = next(iter(groups.values()))["conditions"][name]["pass_k"]
-        else:
-            summary["metrics"] = {m: {"estimate": None, "ci_low": None, "ci_high": None,
-                                      "n_tasks": 0, "k": k,
-                                      "reason": "reported per track; results are never "
-                                                "aggregated across tracks"}
-                                  for m in next(iter(groups.values()))["conditions"][name]
-                                  ["metrics"]}
-            summary["pass_k"] = []  # per track only, like every metric
-        cond_def = next((c for c in study.manifest.get("conditions", [])
-                         if c.get("name") == name), {})
-        summary["tokens"] = condition_tokens(mine)
-        summary["skill_activation"] = skill_activation(mine, cond_def.get("skill"))
-        conditions[name] = summary
-    comparisons = []
-    for track, group in groups.items():
-        for comp in group["comparisons"]:
-            comparisons.append(dict(comp, track=track))
-    track_block = {}
-    for track, tasks in tracks.items():
-        split = Counter(labels.get(t, {}).get("split") or "unlabelled" for t in tasks)
-        unsuitable = [t for t in tasks if labels.get(t, {}).get("suitable") is False]
-        track_block[track] = {
-            "tasks": tasks, "splits": dict(split), "unsuitable_tasks": unsuitable,
-            "correct_exclusions": {n: sum(1 for r in runs if r.condition == n
-                                          and r.task in unsuitable and r.outcome == "correct")
-                                   for n in names},
-            "conditions": groups[track]["conditions"]}
+    conditions = _conditions_block(study, runs, names, groups, k)
+    comparisons = [dict(comp, track=track) for track, group in groups.items()
+                   for comp in group["comparisons"]]
+    track_block = _tracks_block(runs, names, tracks, labels, groups)
     reliability = reliability_block(runs, names, _primary_outcomes(study, comparisons))
     warn, warn_reasons = _power(runs, names, groups)
     sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
@@ -315,16 +342,7 @@ def _report(study, runs: list[Run], n_resamples: int,
         "trials": {"planned": len(views), "finished": finished, "pending": len(views) - finished},
         "counting": "first valid attempt (correct, incorrect or timed_out), else the latest "
                     "failure; first-attempt figures are reported beside it",
-        "inference": {"tests": tests, "bootstrap": {"method": BOOTSTRAP_METHOD,
-                                                    "n_resamples": n_resamples,
-                                                    "confidence": 0.95, "seed": seed,
-                                                    "unit": "task"},
-                      "permutation": ({"alternative": "two-sided", "n_permutations": 10000,
-                                       "exact_when_tasks_at_most": 16,
-                                       "multiplicity": "holm over the primary family"}
-                                      if tests else None),
-                      "note": ("commit-comparison mode: uncertainty only (95% CIs); "
-                               "no hypothesis tests are run" if not tests else None)},
+        "inference": _inference(tests, n_resamples, seed),
         "conditions": conditions,
         "comparisons": comparisons,
         "tracks": track_block,
