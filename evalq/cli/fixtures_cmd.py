@@ -240,14 +240,16 @@ def grade(fixture: str, workspace: str, as_json: bool, sandbox: str | None) -> N
                 **result.model_dump(mode="json")}
         click.echo(json.dumps(data, indent=2))
     else:
-        reason = f": {result.reason}" if result.reason else ""
+        from evalq.plaintext import one_line  # the code under test may have written these
+
+        reason = f": {one_line(result.reason)}" if result.reason else ""
         click.echo(f"{loaded.id}: {result.outcome.value}{reason}")
         for criterion in result.criteria:
             mark = {True: "pass", False: "FAIL", None: "skip"}[criterion.passed]
-            click.echo(f"  {mark}  {criterion.name}")
+            click.echo(f"  {mark}  {one_line(criterion.name)}")
             if criterion.passed is False and criterion.evidence:
                 for line in criterion.evidence.splitlines()[:8]:
-                    click.echo(f"        {line}")
+                    click.echo(f"        {one_line(line)}")
         if not result.criteria and result.output_tail:
             click.echo("output:")
             for line in result.output_tail.splitlines()[-30:]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from evalq.plaintext import one_line
 from evalq.results.store import AttemptRow
 
 FAILURES = ("infrastructure_failure", "grading_failure")
@@ -27,7 +28,7 @@ def common_reasons(engine, study_id: str, outcomes=FAILURES,
 
 
 def reason_lines(reasons: list[tuple[str, str, int]], indent: str = "  ") -> list[str]:
-    return [f"{indent}{n} x {outcome}: {reason[:300]}" for outcome, reason, n in reasons]
+    return [f"{indent}{n} x {outcome}: {one_line(reason, 300)}" for outcome, reason, n in reasons]
 
 
 def run_summary(report: dict, reasons: list[tuple[str, str, int]]) -> list[str]:

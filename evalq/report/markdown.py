@@ -13,6 +13,7 @@ from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
+from evalq.plaintext import one_line
 from evalq.report import fmt
 from evalq.report.preregistration import describe as describe_plan
 
@@ -284,7 +285,7 @@ def _runs(report: dict[str, Any]) -> list[str]:
             f"| {fmt.count(r.get('cache_write_tokens'))} "
             f"| {_per_request(r.get('reported_prompt_tokens_per_request'))} "
             f"| {_per_request(r.get('estimated_context_tokens_per_request'))} | {calls} "
-            f"| {fmt.number(r['duration_seconds'], 1)} | {r.get('stop_reason') or fmt.UNAVAILABLE} "
+            f"| {fmt.number(r['duration_seconds'], 1)} | {_cell(r.get('stop_reason'), 60) or fmt.UNAVAILABLE} "
             f"| {fmt.usd(r['cost_usd'])} |")
     return lines + ["", "Reported prompt tokens are the provider's (input + cache read + cache "
                     "write per request); estimated context is evalq's count of the message "
@@ -293,11 +294,9 @@ def _runs(report: dict[str, Any]) -> list[str]:
 
 
 def _cell(text: str | None, limit: int = 120) -> str:
-    """Free text (a failure's reason) made safe for one table cell."""
-    if not text:
-        return ""
-    flat = " ".join(str(text).split()).replace("|", "\\|")
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    """Free text (a failure's or a stop's reason, maybe the agent's words) made safe for one
+    table cell: one line (evalq.plaintext), its pipes escaped."""
+    return one_line(text, limit).replace("|", "\\|")
 
 
 def render_markdown(report: dict[str, Any]) -> str:
