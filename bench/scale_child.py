@@ -4,7 +4,7 @@
     python -m bench.scale_child plan-no-rows STUDY_TOML  (the same, writing no row)
     python -m bench.scale_child seed   STUDY_ID TASKS REPS   (inserts trials + attempts directly)
     python -m bench.scale_child report STUDY_ID OUT_DIR [--traced]
-    python -m bench.scale_child floor-push COUNT     (pre-built messages pushed to Redis)
+    python -m bench.scale_child floor-push           (the launch's own messages pushed again)
     python -m bench.scale_child floor-copy STUDY_ID  (the launch's rows COPied, then undone)
     python -m bench.scale_child floor-read STUDY_ID  (the report's rows, one query, into numpy)
 
@@ -148,10 +148,12 @@ def report(study_id: str, out_dir: str, traced: bool) -> dict:
     return result
 
 
-def floor_push(count: int) -> dict:
-    """The plan's floor: `count` finished run_trial messages, built before the clock starts,
-    pushed into the agents list by the launcher's own pipelined pusher (evalq.queue.publish);
-    everything evalq does beyond this (planning, the database, building messages) is overhead."""
+def floor_push() -> dict:
+    """The plan's floor: the launch's own run_trial messages, taken off the agents list where
+    the launch left them (so built before the clock starts, each its real size), pushed back by
+    the launcher's own pipelined pusher (evalq.queue.publish); everything evalq does beyond
+    this (planning, the database, building messages) is overhead. Then the least building:
+    least_build."""
     import redis
 
     from evalq.config import load_settings
@@ -161,11 +163,8 @@ def floor_push(count: int) -> dict:
     settings = load_settings()
     configure(app, settings)
     client = redis.Redis.from_url(settings.broker_url)
-    app.send_task("evalq.run_trial", args=[{"trial_id": "floor/f/c/r1", "attempt": 1}],
-                  soft_time_limit=3600.0, time_limit=3900.0, argsrepr="floor/f/c/r1#1")
-    model = client.rpop("agents").decode()  # one real message: the same shape and size
-    task_id = json.loads(model)["headers"]["id"]
-    texts = [model.replace(task_id, f"{i:08d}{task_id[8:]}") for i in range(count)]
+    texts = [m.decode() for m in reversed(client.lrange("agents", 0, -1))]  # oldest first
+    client.delete("agents")
     with app.producer_or_acquire() as producer:
         sender = Batch(app, producer, producer.channel)
         started = time.perf_counter()
@@ -175,9 +174,43 @@ def floor_push(count: int) -> dict:
         seconds = time.perf_counter() - started
     queued = client.llen("agents")
     client.delete("agents")
-    if queued != count:
-        raise RuntimeError(f"floor-push queued {queued} of {count} messages")
-    return {"messages": count, "seconds": seconds, "peak_rss_mib": _peak_rss_mib()}
+    if queued != len(texts) or not texts:
+        raise RuntimeError(f"floor-push queued {queued} of {len(texts)} messages")
+    return {"messages": len(texts), "seconds": seconds, "peak_rss_mib": _peak_rss_mib(),
+            "least_build_seconds": least_build(texts[0], len(texts))}
+
+
+def least_build(model: str, count: int) -> float:
+    """Seconds to build `count` messages like `model` with the least work CPython allows per
+    message: the body's JSON by one substitution of the trial id, one base64, the envelope by
+    one str.format with two fresh ids from random bytes drawn beforehand. Not evalq's code and
+    not a launcher (the texts are thrown away): what no launcher in CPython can go below,
+    however it plans and whatever it writes to the database."""
+    import base64
+    import os
+
+    message = json.loads(model)
+    body = base64.b64decode(message["body"]).decode()
+    args = json.loads(body)[0][0]
+    trial_id, task_id, tag = (args["trial_id"], message["headers"]["id"],
+                              message["properties"]["delivery_tag"])
+    marks = {"body": message["body"], "id": task_id, "tag": tag,
+             "argsrepr": message["headers"]["argsrepr"],
+             "shadow": message["headers"]["shadow"]}
+    form = model.replace("{", "{{").replace("}", "}}")
+    for name, value in marks.items():
+        form = form.replace(f'"{value}"', f'"{{{name}}}"')
+    hexes = os.urandom(32 * count).hex()
+    b64 = base64.b64encode
+    started = time.perf_counter()
+    for i in range(count):
+        new_id = f"{trial_id}.{i}"
+        h = hexes[64 * i:64 * i + 64]
+        form.format(body=b64(body.replace(trial_id, new_id).encode()).decode(),
+                    id=f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}",
+                    tag=f"{h[32:40]}-{h[40:44]}-{h[44:48]}-{h[48:52]}-{h[52:]}",
+                    argsrepr=f"{new_id}#1", shadow=f"run_trial {new_id}#1")
+    return time.perf_counter() - started
 
 
 def floor_copy(study_id: str) -> dict:
@@ -254,7 +287,7 @@ def main(argv: list[str]) -> None:
     elif command == "report":
         result = report(args[0], args[1], "--traced" in args)
     elif command == "floor-push":
-        result = floor_push(int(args[0]))
+        result = floor_push()
     elif command == "floor-copy":
         result = floor_copy(args[0])
     elif command == "floor-read":
