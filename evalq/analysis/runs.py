@@ -15,6 +15,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Optional
 
+from evalq.analysis.usage import counted_usage
 from evalq.report.attempts import TrialView, trial_views
 from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, records
 
@@ -41,12 +42,17 @@ class Run:
     scores: Mapping[str, Optional[bool]]
     ratings: list[dict[str, Any]] = field(default_factory=list)
     imported: bool = False
+    _usage: Optional[Mapping[str, Any]] = field(default=None, repr=False, compare=False)
 
     @property
-    def counted_metrics(self) -> dict[str, Any]:
-        """The counted attempt's metrics, to read (not a copy: a report reads 100,000)."""
-        counted = self.view.counted
-        return (counted.metrics or _NO_METRICS) if counted is not None else _NO_METRICS
+    def counted_metrics(self) -> Mapping[str, Any]:
+        """The counted attempt's metrics with the usage that counts (evalq.analysis.usage:
+        the gateway's where it metered the run), to read, not to change."""
+        if self._usage is None:
+            counted = self.view.counted
+            self._usage = counted_usage(counted.metrics) or _NO_METRICS \
+                if counted is not None else _NO_METRICS
+        return self._usage
 
     @property
     def attempt_costs(self) -> list[tuple[Optional[float], bool]]:
@@ -55,7 +61,7 @@ class Run:
         for attempt in self.view.attempts:
             if attempt.outcome is None:
                 continue
-            cost = (attempt.metrics or {}).get("cost_usd")
+            cost = counted_usage(attempt.metrics).get("cost_usd")
             out.append((None if cost is None else float(cost), attempt.outcome == "correct"))
         return out
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from evalq.analysis.usage import counted_usage, metered
 from evalq.digest import data_digest
 
 
@@ -83,9 +84,13 @@ class Pilot:
 
 
 def attempt_cost(metrics: Optional[dict]) -> Optional[float]:
-    """The attempt's cost: the priced estimate, else the agent's own report; None if neither."""
+    """The attempt's cost: the gateway's where it metered the run (evalq.analysis.usage), else
+    the priced estimate, else the agent's own report; None if none is known."""
     if not metrics:
         return None
+    if metered(metrics):
+        value = counted_usage(metrics).get("cost_usd")
+        return None if value is None else float(value)
     for key in ("cost_usd", "reported_cost_usd"):
         value = metrics.get(key)
         if value is not None:

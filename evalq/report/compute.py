@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
+from evalq.analysis.usage import FROM_WIRE, usage_source
 from evalq.report.integrity import integrity_block
 from evalq.report.preregistration import claim_reasons, plan_record
 from evalq import __version__
@@ -178,6 +179,9 @@ WIRE_COLUMNS = ("wire_requests", "wire_input_tokens", "wire_output_tokens",
                 "accounting_disagrees")
 
 
+AGENT_COLUMNS = tuple("agent_" + name for name in FROM_WIRE)
+
+
 def _counted_reason(view) -> Optional[str]:
     """Why the counted attempt ended as it did (the latest one while none is counted)."""
     attempt = view.counted or (view.attempts[-1] if view.attempts else None)
@@ -186,7 +190,7 @@ def _counted_reason(view) -> Optional[str]:
 
 def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
     v, counted = run.view, run.view.counted
-    m = (counted.metrics or {}) if counted is not None else {}  # read only: no copy (100k rows)
+    m = run.counted_metrics  # read only: no copy (100k rows); the usage that counts
     get = m.get  # looked up once: two dozen keys a row, 100,000 rows
     first = v.first
     label = labels.get(run.task, {})
@@ -207,13 +211,16 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "tool_calls": get("tool_calls"), "tool_failures": get("tool_failures"),
             "stop_reason": get("stop_reason"),
             "cost_usd": get("cost_usd"), "cost_source": get("cost_source"),
+            "usage_source": usage_source(m),
             "accounting_complete": None if counted is None else None not in (
                 get("input_tokens"), get("output_tokens"), get("cost_usd")),
             "duration_seconds": get("duration_seconds"),
             "verdict": grade.get("verdict") if grade is not None else None,
             "tampered": grade.get("tampered") if grade is not None else None,
             # the model gateway's count of the same traffic, and the counts that differ
-            **dict(zip(WIRE_COLUMNS, map(get, WIRE_COLUMNS)))}
+            **dict(zip(WIRE_COLUMNS, map(get, WIRE_COLUMNS))),
+            # where the gateway's counts are the counted ones: what the agent said it used
+            **dict(zip(AGENT_COLUMNS, map(get, AGENT_COLUMNS)))}
 
 
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,

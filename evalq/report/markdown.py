@@ -255,12 +255,13 @@ def _wire_disagreements(rows: list[dict[str, Any]]) -> list[str]:
     if not metered:
         return []
     differ = [r for r in metered if r.get("accounting_disagrees")]
-    lines = [f"Model gateway: {len(metered)} run(s) metered on the wire; "
-             f"{len(differ)} disagree with the agent's own report."]
+    lines = [f"Model gateway: {len(metered)} run(s) metered on the wire, whose counts are "
+             f"the ones counted here; {len(differ)} disagree with the agent's own report."]
+    def counts(row: dict[str, Any], prefix: str) -> str:
+        return ", ".join(fmt.count(row.get(prefix + k)) for k in row["accounting_disagrees"])
+
     lines += [f"- {r['trial_id']}: {', '.join(r['accounting_disagrees'])} (agent "
-              f"{', '.join(fmt.count(r.get(k)) for k in r['accounting_disagrees'])}; wire "
-              f"{', '.join(fmt.count(r.get('wire_' + k)) for k in r['accounting_disagrees'])})"
-              for r in differ[:RUNS_SHOWN]]
+              f"{counts(r, 'agent_')}; wire {counts(r, 'wire_')})" for r in differ[:RUNS_SHOWN]]
     return lines + [""]
 
 

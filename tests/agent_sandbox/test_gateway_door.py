@@ -116,8 +116,18 @@ max_requests = 2
     trial = report["trial_rows"][0]
     assert trial["outcome"] == "timed_out"
     assert trial["accounting_disagrees"] == ["input_tokens", "output_tokens"]
+    # the report counts the wire, not the claim: under-reporting buys no cheaper cost
+    assert trial["usage_source"] == "gateway" and trial["cost_source"] == "gateway"
+    assert (trial["input_tokens"], trial["output_tokens"]) == (240, 14)
+    assert (trial["agent_input_tokens"], trial["agent_output_tokens"]) == (1, 1)
+    assert trial["cost_usd"] == metrics["wire_cost_usd"] and trial["cost_usd"] > 0
+    assert trial["cost_usd"] != metrics["cost_usd"]  # the agent's tokens, priced, are less
+    looper = report["conditions"]["looper"]
+    assert looper["tokens"]["input_tokens"]["total"] == 240
+    assert report["cost"]["looper"]["total"] == pytest.approx(metrics["wire_cost_usd"])
     markdown = next((home / "reports").glob("*/report.md")).read_text()
     assert "1 disagree with the agent's own report" in markdown
+    assert "input_tokens, output_tokens (agent 1, 1; wire 240, 14)" in markdown
     for path in home.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
