@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Optional
 
 from evalq.analysis.usage import FROM_WIRE, usage_source
+from evalq.ops.failures import FAILURES
 from evalq.report.integrity import integrity_block
 from evalq.report.preregistration import claim_reasons, plan_record
 from evalq import __version__
@@ -223,12 +224,23 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             **dict(zip(AGENT_COLUMNS, map(get, AGENT_COLUMNS)))}
 
 
+def _left_out(runs: list[Run]) -> list[str]:
+    """Runs left out of the rates make the claims exploratory, however few: an agent that can
+    make its own losing runs fail (a workspace that breaks the grader, say) would otherwise
+    raise its rate by taking them out of the denominator."""
+    failed = sum(1 for r in runs if r.outcome in FAILURES)
+    if not failed:
+        return []
+    return [f"{failed} of {len(runs)} runs ended in an evalq failure (infrastructure or "
+            "grading) and are left out of every rate; resubmit them (`evalq resubmit`)"]
+
+
 def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
-            sealed: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+            sealed: dict[str, Any], plan: dict[str, Any], left_out: list[str]) -> dict[str, Any]:
     reasons = []
     if sealed["sealed"] is False:
         reasons.append("agents ran unsealed (agent sandbox `none`): they could reach the host")
-    reasons += claim_reasons(plan)
+    reasons += claim_reasons(plan) + left_out
     if not tests:
         reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     if warn:
@@ -367,7 +379,7 @@ def _report(study, runs: list[Run], n_resamples: int,
         "agent_sandbox": sealed,
         "power_plan": plan,
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed,
-                          plan),
+                          plan, _left_out(runs)),
         "trial_rows": [_trial_row(r, labels) for r in runs],
         "grading_integrity": integrity_block(views),
     }
