@@ -63,9 +63,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     from evalq.ops.preflight import check_servers
 
     check_servers(settings)  # nothing is written before every server answers
-    from evalq.queue.embedded import LocalWorkers, wait_for_study
-    from evalq.queue.launch import (launch_study, make_sweeper, prepare_study, send_trials,
-                                    settings_for_study)
+    from evalq.queue.launch import prepare_study, settings_for_study
     from evalq.queue.app import app, configure
     from evalq.planning.gate import check_launch, confirm_threshold
 
@@ -76,6 +74,21 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
     prepared = prepare_study(study, settings, limit)
+    waited = _launch_and_wait(app, prepared, settings, resume, concurrency, wait)
+    if waited is None:
+        return
+    _report_and_exit(prepared.engine, settings, prepared.study.id, manifest, *waited)
+
+
+def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
+                     wait: bool) -> tuple[int, int] | None:
+    """Send the study's trials, and unless told not to (with a broker) wait for them to settle
+    with the embedded workers or the broker's; (finished, planned), or None when not waiting."""
+    from evalq.cli.progress import TrialProgress
+    from evalq.queue.embedded import LocalWorkers, wait_for_study
+    from evalq.queue.launch import launch_study, make_sweeper, send_trials
+    from evalq.results.progress import SettledCounter
+
     engine, lock, study = prepared.engine, prepared.lock, prepared.study
     mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
@@ -87,35 +100,38 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
         if workers is None and not wait:
             click.echo(f"follow it with: evalq status {study.id} --watch")
             click.echo(f"report it with: evalq report {study.id}")
-            return
-        resend = (lambda: send_trials(app, study, engine, resume=True))
-        from evalq.cli.progress import TrialProgress
-        from evalq.results.progress import SettledCounter
-
+            return None
         counter = SettledCounter(engine, study.id)
         progress = TrialProgress("trials", counter)
-        finished, planned = wait_for_study(counter, progress,
-                                           workers=workers, resend=resend,
-                                           stall_seconds=max(90.0, settings.lease_seconds * 1.5),
-                                           sweep=make_sweeper(app, study, engine, settings),
-                                           stop_when=_cancelled_and_quiet(engine, study.id))
+        waited = wait_for_study(counter, progress, workers=workers,
+                                resend=lambda: send_trials(app, study, engine, resume=True),
+                                stall_seconds=max(90.0, settings.lease_seconds * 1.5),
+                                sweep=make_sweeper(app, study, engine, settings),
+                                stop_when=_cancelled_and_quiet(engine, study.id))
         progress.close()
+        return waited
     finally:
         if workers is not None:
             workers.stop()
-    report = compute_report(engine, study.id)
-    paths = write_study_report(engine, settings, study.id, report=report)
-    for line in run_summary(report, common_reasons(engine, study.id)):
+
+
+def _report_and_exit(engine, settings, study_id: str, manifest: str, finished: int,
+                     planned: int) -> None:
+    """Write the report, say what evalq itself failed, and exit with a code that tells the
+    truth: 3 when cancelled with trials pending, 1 when evalq failed some, else 0."""
+    report = compute_report(engine, study_id)
+    paths = write_study_report(engine, settings, study_id, report=report)
+    for line in run_summary(report, common_reasons(engine, study_id)):
         click.echo(line, err=True)
     echo_reports(paths)
     failed = failed_trials(report)
-    if failed:  # the exit code tells the truth: evalq itself failed these trials
-        click.echo(f"evalq: {failed} trial(s) of study {study.id} ended in an infrastructure or "
+    if failed:
+        click.echo(f"evalq: {failed} trial(s) of study {study_id} ended in an infrastructure or "
                    "grading failure (reasons above); after fixing the cause: `evalq resubmit "
-                   f"{study.id} --outcome infrastructure_failure` or `evalq regrade {study.id} "
+                   f"{study_id} --outcome infrastructure_failure` or `evalq regrade {study_id} "
                    "--outcome grading_failure`", err=True)
     if finished < planned:
-        click.echo(f"evalq: study {study.id} was cancelled with {planned - finished} of "
+        click.echo(f"evalq: study {study_id} was cancelled with {planned - finished} of "
                    f"{planned} trials pending; continue it with `evalq run {manifest} --resume`",
                    err=True)
         sys.exit(3)
