@@ -20,7 +20,7 @@ from evalq.config import Settings, load_settings
 from evalq.errors import InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
-from evalq.fixtures.archive import pack_workspace
+from evalq.fixtures.archive import WorkspaceTooLarge, pack_workspace
 from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
 from evalq.ops.run_folders import record_owner
@@ -182,7 +182,17 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             return "cancelled"
         if stop.reason == "lease lost":
             return "lease lost to another worker"
-        artifacts = _store_artifacts(store, fixture, profile, result)
+        try:
+            artifacts = _store_artifacts(store, fixture, profile, result)
+        except WorkspaceTooLarge as exc:  # what the agent left breaks the limit: its doing
+            artifacts = _store_artifacts(store, fixture, profile, result, workspace=False)
+            result.timed_out, result.stop_reason = False, None
+            finished = time.time()
+            _send("evalq.record_result", result_payload(
+                ref, **common, agent_finished_at=finished, outcome="incorrect",
+                reason=f"not graded: {exc}; the agent's workspace is over evalq's limit",
+                metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts))
+            return "incorrect"
         finished = time.time()
         payload = result_payload(ref, **common, agent_finished_at=finished,
                                   metrics=result.metrics.model_dump(mode="json"),
@@ -213,12 +223,16 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             profile.cleanup()
 
 
-def _store_artifacts(store, fixture, profile, result) -> dict:
-    """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference."""
-    refs = {"workspace": store.put(pack_workspace(profile.workspace))}
-    # The fixture's own workspace folder is the initial state (checked against its digest when
-    # the fixture was loaded), so the diff needs no second copy of it.
-    refs["diff"] = store.put(workspace_diff(fixture.workspace_dir, profile.workspace).encode())
+def _store_artifacts(store, fixture, profile, result, workspace: bool = True) -> dict:
+    """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference;
+    without the workspace and its diff for one over the size limit."""
+    refs = {}
+    if workspace:
+        refs["workspace"] = store.put(pack_workspace(profile.workspace))
+        # The fixture's own workspace folder is the initial state (checked against its digest
+        # when the fixture was loaded), so the diff needs no second copy of it.
+        refs["diff"] = store.put(workspace_diff(fixture.workspace_dir,
+                                                profile.workspace).encode())
     refs["stdout"] = store.put(result.stdout)
     refs["stderr"] = store.put(result.stderr)
     if result.transcript is not None:

@@ -1,7 +1,8 @@
 """Hostile trees an agent leaves, through the real runner (issue 14, item 6): a study whose
 agent leaves a socket, a FIFO, a hard link and a 1,500-deep tree is graded with those named in
-its reason; one that leaves a workspace over the size limit ends as infrastructure_failure with
-the reason recorded (it was left `running` before). No run folder stays behind."""
+its reason; one that leaves a workspace over the size limit is incorrect with the reason
+recorded: it was left `running` once, then an infrastructure_failure, which an agent could
+use to take a losing run out of the rates. No run folder stays behind."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ LEAVE_HUGE = ("import sys; f = open(sys.argv[1] + '/big.bin', 'wb'); "
 
 def _condition(name: str, code: str) -> str:
     return (f'\n[[conditions]]\nname = "{name}"\nagent = "command"\n'
-            f'settings = {{ argv = ["/usr/bin/python3", "-c", {json.dumps(code)}, "{{workspace}}"] }}\n')
+            f'settings = {{ argv = ["python3", "-c", {json.dumps(code)}, "{{workspace}}"] }}\n')
 
 
 def test_runner_records_every_hostile_workspace(tmp_path):
@@ -48,7 +49,7 @@ def test_runner_records_every_hostile_workspace(tmp_path):
 
 def _check_run(study, home):
     proc = run_cli(["run", str(study)], {"EVALQ_HOME": str(home)}, timeout=300)
-    assert proc.returncode == 1, proc.stderr + proc.stdout  # the huge workspace is evalq's failure
+    assert proc.returncode == 0, proc.stderr + proc.stdout  # no failure of evalq's
     db = sqlite3.connect(home / "evalq.db")
     rows = dict(((cond, (outcome, reason)) for cond, outcome, reason in db.execute(
         "select t.condition, a.outcome, a.reason from attempts a join trials t "
@@ -59,7 +60,7 @@ def _check_run(study, home):
                   "textutil/slug.py: hard link", "deeper than 64 levels"):
         assert named in reason, (named, reason)
     outcome, reason = rows["huge"]
-    assert outcome == "infrastructure_failure"
-    assert reason.startswith("WorkspaceTooLarge: workspace over 268435456 bytes"), reason
+    assert outcome == "incorrect", reason
+    assert reason.startswith("not graded: workspace over 268435456 bytes"), reason
     runs = home / "runs"
     assert not runs.exists() or os.listdir(runs) == []

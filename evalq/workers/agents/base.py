@@ -6,6 +6,7 @@ number: what its agent does not report stays None.
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse
 from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
 from evalq.workers.agents.locate import find_executable
+
+log = logging.getLogger("evalq.agents")
 
 OUTPUT_LIMIT = 64 * 1024 * 1024
 
@@ -82,6 +85,22 @@ class AgentResult:
     #: usage per model when the agent reports it so (priced model by model)
     usage_by_model: Optional[dict[str, dict[str, Optional[int]]]] = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def unreadable(proc: ProcResult, exc: Exception) -> AgentResult:
+    """The result of a run whose output the adapter could not read: usage unavailable (with
+    why), and the workspace still graded. Its output is the agent's, so it is not evalq's
+    failure: an infrastructure_failure would leave the run out of every rate, a way for an
+    agent to drop its losing runs."""
+    why = f"the agent's output could not be read ({type(exc).__name__}: {exc})"[:300]
+    metrics = RunMetrics(unreported={name: why for name in UNREADABLE_FIELDS})
+    return AgentResult(exit_code=proc.exit_code, timed_out=False,
+                       stop_reason="unreadable output", metrics=metrics)
+
+
+#: the counts an unreadable output leaves unknown
+UNREADABLE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens",
+                     "cache_write_tokens", "tool_calls", "turns")
 
 
 class AgentAdapter(ABC):
@@ -176,6 +195,14 @@ class AgentAdapter(ABC):
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         """Read the agent's own output into an AgentResult (None where it reports nothing)."""
 
+    def _parsed(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
+        """parse, or `unreadable` when the output breaks it (it is the agent's output)."""
+        try:
+            return self.parse(ctx, proc)
+        except Exception as exc:  # noqa: BLE001 - any output an adapter cannot read
+            log.warning("%s: output unreadable, graded without its usage: %s", self.name, exc)
+            return unreadable(proc, exc)
+
     def run(self, ctx: AgentContext) -> AgentResult:
         """Prepare the profile, run sealed under the limits, parse, price, check limits, redact.
 
@@ -214,7 +241,7 @@ class AgentAdapter(ABC):
                                     should_stop=lambda: bool(door and door.run.exhausted)
                                     or ctx.should_stop(),
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))
-        result = self.parse(ctx, proc)
+        result = self._parsed(ctx, proc)
         result.stdout, result.stderr = proc.stdout, proc.stderr
         if proc.timed_out:
             result.timed_out = True
