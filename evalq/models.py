@@ -225,6 +225,8 @@ class RunMetrics(Strict):
     wire_refused: Optional[int] = None
     #: why the gateway could not enforce a budget (an unpriced model's cost), or None
     wire_budget_unenforced: Optional[str] = None
+    #: the models the run's metered requests asked for, as the gateway read them off the wire
+    wire_models: Optional[list[str]] = None
     #: counts both sources have and that differ ([] when they agree; None: nothing to compare)
     accounting_disagrees: Optional[list[str]] = None
     #: why a count above is None, by field ("not reported": the agent's output lacked it)

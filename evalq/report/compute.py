@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
+from evalq.analysis.pinning import pinning_block, pinning_reasons
 from evalq.analysis.usage import FROM_WIRE, usage_source
 from evalq.ops.failures import FAILURES
 from evalq.report.integrity import integrity_block
@@ -31,7 +32,7 @@ from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_re
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
-SCHEMA_VERSION = "2.1"  # 2.1: power_plan
+SCHEMA_VERSION = "2.1"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -345,6 +346,7 @@ def _report(study, runs: list[Run], n_resamples: int,
     warn, warn_reasons = _power(runs, names, groups)
     sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
     plan = plan_record(study.lock, first_run_at)
+    pinning = pinning_block(study.manifest.get("conditions") or [], runs)
     finished = sum(1 for v in views if v.outcome is not None)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -378,8 +380,9 @@ def _report(study, runs: list[Run], n_resamples: int,
                  for name in names},
         "agent_sandbox": sealed,
         "power_plan": plan,
+        "model_pinning": pinning,
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed,
-                          plan, _left_out(runs)),
+                          plan, _left_out(runs) + pinning_reasons(pinning)),
         "trial_rows": [_trial_row(r, labels) for r in runs],
         "grading_integrity": integrity_block(views),
     }

@@ -13,6 +13,7 @@ from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
+from evalq.analysis.pinning import describe as describe_pinning
 from evalq.plaintext import one_line
 from evalq.report import fmt
 from evalq.report.preregistration import describe as describe_plan
@@ -44,7 +45,8 @@ def _header(report: dict[str, Any]) -> list[str]:
              + (f"**{describe_environments(report['worker_environments'])}**"
                 if report.get("worker_environments") else "all attempts ran in one environment"),
              f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}",
-             f"- power plan: {describe_plan(report.get('power_plan'))}"]
+             f"- power plan: {describe_plan(report.get('power_plan'))}",
+             f"- pinned models: {describe_pinning(report.get('model_pinning'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
                  f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")

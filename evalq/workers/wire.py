@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.plaintext import one_line
+
 #: the agent's count -> the same count as the gateway metered it
 COMPARED = {"input_tokens": "wire_input_tokens", "output_tokens": "wire_output_tokens",
             "cache_read_tokens": "wire_cache_read_tokens",
@@ -29,8 +31,24 @@ def record_wire(result: Any, run: Any) -> None:
     metrics.wire_retries = totals["retries"]
     metrics.wire_refused = totals["refused"]
     metrics.wire_budget_unenforced = totals.get("unenforced")
+    records = run.records()
+    metrics.wire_models = models_asked(records)
     compared = [(r, w) for r, w in COMPARED.items()
                 if getattr(metrics, r) is not None and getattr(metrics, w) is not None]
     metrics.accounting_disagrees = None if not compared else sorted(
         r for r, w in compared if getattr(metrics, r) != getattr(metrics, w))
-    result.extra["wire_records"] = run.records()
+    result.extra["wire_records"] = records
+
+
+#: distinct model names kept per run (the agent chooses them: a flood stays bounded)
+MODELS_KEPT, MODEL_NAME_CHARS = 20, 200
+
+
+def models_asked(records: list[dict[str, Any]]) -> list[str]:
+    """The models the metered requests named, sorted: what the pinned model is checked
+    against (evalq.analysis.pinning). An agent may name any model its provider serves."""
+    names = sorted({one_line(r["model"], MODEL_NAME_CHARS) for r in records
+                    if r.get("wire") and isinstance(r.get("model"), str)})
+    if len(names) > MODELS_KEPT:
+        names = names[:MODELS_KEPT] + [f"… and {len(names) - MODELS_KEPT} more"]
+    return names

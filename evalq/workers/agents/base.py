@@ -148,6 +148,11 @@ class AgentAdapter(ABC):
                                       all(isinstance(n, str) for n in names)):
             return "settings.credential_env", "credential_env must be a list of variable names", \
                 "write credential_env = [\"ANTHROPIC_API_KEY\"]"
+        models = settings.get("allowed_models")
+        if models is not None and not (isinstance(models, list) and
+                                       all(isinstance(m, str) and m for m in models)):
+            return "settings.allowed_models", "allowed_models must be a list of model names", \
+                "write allowed_models = [\"claude-haiku-4-5\"] (models besides the pinned one)"
         return None
 
     def executable_path(self, ctx: AgentContext) -> str:
