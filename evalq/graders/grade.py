@@ -41,6 +41,8 @@ GRADER_ENV = {
 GRADER_VERSION = "evalq-grader/3"  # 3: judge/subject split, canaries; 2: grader files reset
 #: items of one kind (reset, dropped) named in a reason
 NOTED_ITEMS = 10
+#: MB of the judge's own report disk (its JUnit report is refused past 5 MB anyway)
+JUDGE_REPORT_MB = 16
 
 
 def limits_for(fixture: Fixture) -> SandboxLimits:
@@ -139,13 +141,24 @@ def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canarie
     hidden = hidden.rename(judge_dir / "hidden")
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
+    limits = limits_for(fixture)
+    # the judge's report gets a disk of its own: else the subject, whose workspace shares the
+    # grading's capped disk, could fill it so that no report can be written (grading_failure)
+    with sandbox.scratch(report_dir, dataclasses.replace(limits, disk_mb=JUDGE_REPORT_MB)):
+        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, canaries, sandbox,
+                          label, limits)
+
+
+def _judged_in(fixture: Fixture, workdir: Path, hidden: Path, judge_dir: Path,
+               report_dir: Path, canaries: Canaries, sandbox: Sandbox, label: str,
+               limits: SandboxLimits) -> GradeResult:
     tests, helpers = listed(hidden), listed(JUDGE_PACKAGE)
     digests = {"hidden_tests_before": files_digest(tests, hidden),
                "grader_files_before": files_digest(helpers, JUDGE_PACKAGE)}
     try:
         run = run_split(sandbox, toolchain=fixture.spec.toolchain, command=fixture.spec.grade.command,
                         workdir=workdir, judge_dir=judge_dir, report_dir=report_dir,
-                        limits=limits_for(fixture), env=dict(GRADER_ENV),
+                        limits=limits, env=dict(GRADER_ENV),
                         image=fixture.spec.image, label=label)
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
