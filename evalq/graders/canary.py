@@ -33,6 +33,18 @@ class Canaries:
     #: canary name -> the names its test file is reported under when it fails to load
     #: (pytest: the dotted module; node: the file's path), which excuses its absence
     homes: dict[str, set[str]] = field(default_factory=dict)
+    #: canary name -> the real check it copies (pytest): a canary skipped like its original
+    #: is the test's own doing, one skipped alone is not
+    origins: dict[str, str] = field(default_factory=dict)
+    #: dotted module -> its real top-level checks (pytest), each of which a run that reports
+    #: that module must report too: a check dropped from the run fails no canary
+    expected: dict[str, set[str]] = field(default_factory=dict)
+    #: dotted modules whose checks nothing in the hidden tests can skip (neither they nor a
+    #: conftest.py above them mention skip or xfail): a skipped check there was forged
+    unskippable: set[str] = field(default_factory=set)
+    #: False when the fixture's command selects within the files (-k, -m, --deselect, ::),
+    #: so that a real check may be absent from an honest report
+    complete: bool = True
 
     def file_entry(self, name: str) -> bool:
         """A report entry that names a whole test file (a load or collection failure)."""
@@ -94,7 +106,16 @@ def _plant_pytest(files: list[Path], root: Path, rng: random.Random, count: int)
     tests = [(p, i, n) for p, t in trees.items() for i, n in enumerate(t.body)
              if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
     known = {n.name for _, _, n in tests}
+    # methods of test classes are checks too (not copied, but never strangers in a report)
+    known |= {n.name for t in trees.values() for n in ast.walk(t)
+              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")}
     found = Canaries(known=set(known), kind="pytest")
+    for path, _, node in tests:
+        found.expected.setdefault(_module(path, root), set()).add(node.name)
+    for path in files:
+        confs = [c for c in root.rglob("conftest.py") if c.is_file() and c.parent in path.parents]
+        if not any(_may_skip(p.read_text(encoding="utf-8")) for p in [path, *confs]):
+            found.unskippable.add(_module(path, root))
     taken = set(known)
     for _ in range(count if tests else 0):
         path, index, original = rng.choice(tests)
@@ -105,12 +126,21 @@ def _plant_pytest(files: list[Path], root: Path, rng: random.Random, count: int)
         body = trees[path].body
         body.insert(rng.randint(index + 1, len(body)), canary)
         found.names.append(canary.name)
+        found.origins[canary.name] = original.name
         # a test file that fails to import is reported under its module's dotted name
-        found.homes[canary.name] = {".".join(path.relative_to(root).with_suffix("").parts)}
+        found.homes[canary.name] = {_module(path, root)}
     found.known |= set(found.names)
     for path, tree in trees.items():  # every file rewritten alike, so none stands out
         path.write_text(ast.unparse(ast.fix_missing_locations(tree)) + "\n", encoding="utf-8")
     return found
+
+
+def _may_skip(text: str) -> bool:
+    return "skip" in text or "xfail" in text
+
+
+def _module(path: Path, root: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts)
 
 
 def _plant_node(files: list[Path], root: Path, rng: random.Random, count: int) -> Canaries:

@@ -8,6 +8,7 @@ report ⇒ grading_failure with the reason. A grading failure says nothing about
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import secrets
 from pathlib import Path
@@ -22,7 +23,7 @@ from evalq.graders.split import JUDGE_PACKAGE, run_split
 from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
-from evalq.graders.sandbox.scratch import grading_folder
+from evalq.graders.sandbox.scratch import FULL_BELOW_BYTES, grading_folder
 from evalq.graders.sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
 from evalq.fixtures.archive import copy_workspace, unpack_workspace
 
@@ -86,12 +87,20 @@ def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
     hidden = workdir.parent / "hidden"
     copy_tree(fixture.hidden_dir, hidden)
     canaries = plant(hidden, random.Random(secrets.randbits(64)))
+    canaries.complete = not selects_checks(grade.command)
     if grade.split:
         return _run_judged(fixture, workdir, hidden, canaries, sandbox, label)
     patterns = protected_patterns(fixture.spec.toolchain, grade.protected)
     reset = reset_grader_files(workdir, fixture.workspace_dir, hidden, patterns)
     return _noted(_run_overlaid(fixture, workdir, hidden, canaries, sandbox, label, patterns),
                   "reset before grading", reset)
+
+
+def selects_checks(command: list[str]) -> bool:
+    """Whether a test command runs only some checks of the files it names (pytest's -k, -m,
+    --deselect, file::name): then a real check missing from its report is not evidence."""
+    args = command[command.index("pytest") + 1:] if "pytest" in command else command
+    return any(part.startswith(("-k", "-m", "--deselect")) or "::" in part for part in args)
 
 
 def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
@@ -195,6 +204,10 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
         exited = dataclasses.replace(result, exit_code=0) if (
             canaries.names and result.exit_code == 1 and result.signal is None) else result
         outcome, reason = classify(exited, real, problem)
+        if verdict == "in-process" and outcome == Outcome.grading_failure and \
+                not _limit_reached(result, report_dir):
+            outcome, reason = Outcome.incorrect, (
+                f"the test run, with the agent's code loaded in it, gave no verdict: {reason}")
     tail = (result.stdout[-2000:] + ("\n" + result.stderr[-1000:] if result.stderr else ""))
     return GradeResult(outcome=outcome, reason=reason, criteria=real or [],
                        exit_code=result.exit_code, duration_seconds=result.duration_seconds,
@@ -202,6 +215,22 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
                        tampered=bool(forged) if criteria is not None or forged else None,
                        digests=digests,
                        toolchain=result.toolchain.record() if result.toolchain else None)
+
+
+def _limit_reached(result: ExecResult, report_dir: Path) -> bool:
+    """Whether the sandbox stopped the run at a limit (or its disk is full): a grading_failure.
+
+    Run in-process, the agent's code is loaded into the test runner, so a runner that ends by
+    itself without a usable report (os._exit(0) at import, a kill of its own process, a report
+    overwritten with garbage, every check skipped) did so at that code's hands: `incorrect`, or
+    a wrong solution could hide as a grading_failure, which is counted apart."""
+    if result.limit_hit or result.timed_out:
+        return True
+    try:
+        stats = os.statvfs(report_dir)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
 
 
 def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, label: str,
