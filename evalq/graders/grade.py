@@ -118,7 +118,9 @@ def _run_overlaid(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canar
     apply_overlay(hidden, workdir)
 
     def placed() -> list[Path]:  # listed anew each time: a file added later counts too
-        return [p for top in tops for p in ([top] if top.is_file() else listed(top))
+        # a top swapped for a link (to a host file or tree) is digested as the link, unfollowed
+        return [p for top in tops for p in (listed(top) if top.is_dir() and not top.is_symlink()
+                                            else [top])
                 if "__pycache__" not in p.parts]
 
     def runner_files() -> list[Path]:

@@ -12,27 +12,47 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 from evalq.models import Criterion
 from evalq.graders.canary import Canaries, base_name
 
 
+#: how files under a sandbox's reach are opened by the grader: never through a link, never
+#: waiting on a FIFO (the grader runs as root, so a link would read any host file)
+SAFE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of `path` if it is a regular file (up to limit + 1 bytes), else None: a link,
+    FIFO, device or socket put there by the sandboxed code is not followed or opened for real."""
+    try:
+        fd = os.open(path, SAFE_OPEN)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read() if limit is None else handle.read(limit + 1)
+
+
 def files_digest(paths: list[Path], root: Path) -> str:
-    """sha256 over the relative names and contents of `paths` (a missing file counts too)."""
+    """sha256 over the relative names and contents of `paths` (a missing file, or anything
+    not a regular file, counts too)."""
     h = hashlib.sha256()
     for path in sorted(paths):
         h.update(str(path.relative_to(root)).encode() + b"\0")
-        try:
-            h.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            h.update(b"missing")
+        data = read_regular(path)
+        h.update(b"missing" if data is None else hashlib.sha256(data).digest())
     return "sha256:" + h.hexdigest()
 
 
 def listed(root: Path) -> list[Path]:
     """Regular files under root, without following links; iterative, since the agent's code
     may have left a tree deeper than Python's recursion limit."""
+    if root.is_symlink():  # scandir would follow it out of the tree
+        return []
     found, stack = [], [root]
     while stack:
         try:
