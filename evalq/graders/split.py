@@ -43,13 +43,26 @@ JUDGE_RESERVE = (0.2, 3.0, 10.0)
 JUDGE_OUTPUT_SHARE = 0.5
 
 
-def answers_deadline(limits: SandboxLimits, now: float | None = None) -> float:
-    """Epoch time past which the judge stops waiting for its subject (judge/client.py): so a
-    subject that is slow, hangs in every call or floods the channel fails its checks, and the
-    judge still ends within its own time limit (which would be a grading_failure)."""
+#: below this many seconds for answers, no deadline is set (the limit leaves no reserve)
+MIN_ANSWER_SECONDS = 2.0
+
+
+def answers_budget(limits: SandboxLimits) -> float | None:
+    """Seconds the judge may wait for its subject in all (judge/client.py), so that a subject
+    that is slow, hangs in every call or floods the channel fails its checks and the judge
+    still ends within its own time limit (which would be a grading_failure, counted apart);
+    None when the limit is too short to keep the judge a reserve."""
     share, low, high = JUDGE_RESERVE
-    reserve = min(max(limits.timeout_seconds * share, low), high)
-    return (time.time() if now is None else now) + max(limits.timeout_seconds - reserve, 1.0)
+    budget = limits.timeout_seconds - min(max(limits.timeout_seconds * share, low), high)
+    return budget if budget >= MIN_ANSWER_SECONDS else None
+
+
+def deadline_env(limits: SandboxLimits, now: float | None = None) -> dict[str, str]:
+    budget = answers_budget(limits)
+    if budget is None:
+        return {}
+    at = (time.time() if now is None else now) + budget
+    return {"EVALQ_SUBJECT_DEADLINE": repr(at), "EVALQ_SUBJECT_BUDGET": repr(budget)}
 
 
 @dataclass
@@ -106,7 +119,7 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
     try:
         judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
                             env={**judge_env(env), "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
-                                 "EVALQ_SUBJECT_DEADLINE": repr(answers_deadline(limits)),
+                                 **deadline_env(limits),
                                  "EVALQ_JUDGE_OUTPUT_LIMIT": str(int(
                                      limits.output_limit_bytes * JUDGE_OUTPUT_SHARE)),
                                  # only the plugins the hidden tests ask for (and faster)

@@ -23,6 +23,11 @@ HELLO_TIMEOUT = 30.0
 #: still waiting fails as hung, so slow or chattering agent code makes the judge finish in time
 #: (incorrect) instead of running it into its own time limit (a grading_failure, counted apart).
 DEADLINE_ENV = "EVALQ_SUBJECT_DEADLINE"
+#: Seconds the grader meant for answers; if the subject's first line leaves less than
+#: FAIR_SHARE of them before the deadline, the grader was slow, not the subject, and no
+#: deadline applies (the judge's own time limit then decides, a grading_failure).
+BUDGET_ENV = "EVALQ_SUBJECT_BUDGET"
+FAIR_SHARE = 0.5
 #: Values one answer may hold, counted as its commas and brackets before parsing (those inside
 #: strings count too, erring on the safe side): JSON of tiny containers takes ~20x its size in
 #: memory, twice over once decoded, so a subject could otherwise run the judge out of memory.
@@ -79,11 +84,12 @@ class Output:
 class Channel:
     """One connection to one subject process: numbered requests, one answer each."""
 
-    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT, deadline: float | None = None):
+    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT, deadline: float | None = None,
+                 budget: float | None = None):
         self.sock = sock
         self.timeout = timeout
         #: monotonic time past which no answer is waited for (None: no grading-wide deadline)
-        self.deadline = deadline
+        self.deadline = None  # not for the hello: the subject server is evalq's own
         self.buffer = b""
         self.broken: str | None = None
         self.last = Output()
@@ -93,6 +99,9 @@ class Channel:
         except SubjectUnavailable as exc:
             _report_broken_channel(str(exc))
             raise
+        if deadline is not None and (budget is None or
+                                     deadline - time.monotonic() >= FAIR_SHARE * budget):
+            self.deadline = deadline
 
     def request(self, message: dict, timeout: float | None = None):
         if self.broken:
@@ -230,13 +239,18 @@ def _cut(value, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
-def _deadline() -> float | None:
-    """The grader's deadline for answers (DEADLINE_ENV), on this process's monotonic clock."""
+def _deadline() -> tuple[float | None, float | None]:
+    """The grader's deadline for answers (DEADLINE_ENV) on this process's monotonic clock, and
+    the seconds it meant for them (BUDGET_ENV)."""
     try:
         at = float(os.environ[DEADLINE_ENV])
     except (KeyError, ValueError):
-        return None
-    return time.monotonic() + (at - time.time())
+        return None, None
+    try:
+        budget = float(os.environ[BUDGET_ENV])
+    except (KeyError, ValueError):
+        budget = None
+    return time.monotonic() + (at - time.time()), budget
 
 
 def _report_broken_channel(reason: str) -> None:
@@ -267,7 +281,8 @@ def channel() -> Channel:
         if spec is None:
             raise RuntimeError("no subject channel: run these tests through the evalq grader")
         try:
-            _channel = Channel(codec.connect(spec), deadline=_deadline())
+            deadline, budget = _deadline()
+            _channel = Channel(codec.connect(spec), deadline=deadline, budget=budget)
         except OSError as exc:  # the grader's channel is not there: the grader's fault
             _never_connected = f"no channel ({exc})"
             _report_broken_channel(_never_connected)
