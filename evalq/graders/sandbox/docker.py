@@ -20,6 +20,7 @@ from evalq.errors import SandboxError
 from evalq.proc import STOP_CHECK_SECONDS
 from evalq.graders.sandbox.base import (
     REPORT_PATH,
+    SHM_MB,
     WORKSPACE_PATH,
     ExecResult,
     RunExtras,
@@ -75,6 +76,7 @@ def locked_down(limits: SandboxLimits) -> dict:
     disk_bytes = int(limits.disk_mb) * 1024 * 1024
     return dict(network_mode="none", mem_limit=memory, memswap_limit=memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=int(limits.pids), read_only=True,
+                shm_size=f"{SHM_MB}m",
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
                 cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 ulimits=[Ulimit(name="core", soft=0, hard=0),
