@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import secrets
 from pathlib import Path
 
@@ -246,7 +247,26 @@ def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, lab
         if result.outcome == Outcome.grading_failure and scratch.full():
             result.reason = f"grader exceeded its disk limit ({limits.disk_mb} MB)"
         result = _noted(result, "dropped before grading", dropped)
-        return _noted(result, "sandbox", [scratch.note] if scratch.note else [])
+        return printable(_noted(result, "sandbox", [scratch.note] if scratch.note else []))
+
+
+#: control characters other than newline and tab: C0, DEL and C1 (ESC starts terminal codes,
+#: CR rewrites the current line)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(result: GradeResult) -> GradeResult:
+    """The grade with control characters in its free text shown as escapes (\\x1b): reasons
+    name the agent's files, and evidence and the output tail hold what graded code printed,
+    so raw, they could rewrite what `evalq fixtures grade` or a report shows on a terminal
+    (a line overwritten with "correct")."""
+    def clean(text: str | None) -> str | None:
+        return text if text is None else _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+    result.reason, result.output_tail = clean(result.reason), clean(result.output_tail) or ""
+    result.criteria = [c.model_copy(update={"name": clean(c.name), "evidence": clean(c.evidence)})
+                       for c in result.criteria]
+    return result
 
 
 def grade_workspace(fixture: Fixture, workspace: Path, *, sandbox: str | Sandbox | None = None,

@@ -507,3 +507,25 @@ def test_in_process_hidden_tests_swapped_for_a_link_are_not_followed(fixtures, b
     assert "hidden tests changed during the run" in graded.reason, graded.reason
     followed = files_digest(listed(host), host.parent)  # what digesting through the link gives
     assert graded.digests["hidden_tests_after"] != followed
+
+
+SPOOF = "\x1b[1A\x1b[2K\rforgery: correct"
+
+
+def test_terminal_codes_from_the_agent_reach_no_grade_text(fixtures, backend, tmp_path):
+    """What the agent names or prints is shown by `evalq fixtures grade` and in reports: raw,
+    an escape code or a carriage return could overwrite the verdict line on a terminal."""
+    import os
+
+    attack = ("import sys\nsys.stderr.write(" + repr(SPOOF) + ")\nsys.stderr.flush()\n"
+              "def answer():\n    raise ValueError(" + repr(SPOOF) + ")\n")
+    workspace = tmp_path / "agent-workspace"
+    workspace.mkdir()
+    (workspace / "app.py").write_text(attack)
+    os.symlink("/etc/hostname", workspace / SPOOF.replace("/", "_"))
+    graded = grade_workspace(fixtures["judge"], workspace, sandbox=backend)
+    assert graded.outcome == Outcome.incorrect, graded
+    assert "symlink to /etc/hostname" in graded.reason, graded.reason  # the name is there...
+    assert "forgery: correct" in graded.output_tail, graded.output_tail
+    texts = [graded.reason, graded.output_tail, *(c.evidence for c in graded.criteria)]
+    assert not any(ch in t for t in texts for ch in "\x1b\r"), texts  # ...but not as codes
