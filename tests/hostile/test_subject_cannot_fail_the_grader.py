@@ -25,6 +25,7 @@ from evalq.fixtures.fixture import freeze_fixture, load_fixture
 from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
+from test_hostile_solutions import leftovers
 from test_judge_split import JUDGED, make_fixture
 
 STRING_CHECK = JUDGED + """
@@ -136,3 +137,19 @@ def test_full_workspace_disk_leaves_the_judge_its_report(fixtures, tmp_path):
     result = graded(fixtures["roomy"], get_sandbox("bwrap"), tmp_path, {"app.py": fill})
     assert result.outcome == Outcome.incorrect and result.tampered is False, result
     assert "disk limit" not in (result.reason or ""), result.reason
+
+
+@pytest.mark.parametrize("code", [
+    "import os, signal, time\n\ndef answer():\n    if os.fork() == 0:\n        os.setsid()\n"
+    "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        if os.fork() == 0:\n"
+    "            time.sleep(1000)\n        os._exit(0)\n    return 41\n",
+    "import os, sys\nsys.stderr.write('bwrap: Creating new namespace failed\\n')\n"
+    "sys.stderr.flush()\nos._exit(1)\n",
+], ids=["leaves a daemon", "imitates a bwrap refusal"])
+def test_subject_leaves_nothing_and_is_graded_as_itself(fixtures, backend, tmp_path, code):
+    """The subject's sandbox, like the in-process one: nothing it starts outlives the grading,
+    and a line that looks like the sandbox's own refusal is the subject's output, not an
+    infrastructure error (which would make the grade a grading_failure)."""
+    result = graded(fixtures["fast"], backend, tmp_path, {"app.py": code})
+    assert result.outcome == Outcome.incorrect and result.tampered is False, result
+    assert leftovers(backend, tempfile.tempdir) == []
