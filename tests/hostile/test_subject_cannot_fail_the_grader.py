@@ -126,17 +126,19 @@ def test_hung_build_in_a_make_fixture_is_incorrect(backend, tmp_path):
     assert any("grading's deadline" in c.evidence for c in result.criteria), result.criteria[:2]
 
 
-def test_full_workspace_disk_leaves_the_judge_its_report(fixtures, tmp_path):
-    """bwrap only: its workspace and report share one capped tmpfs (Docker's workspace is a
-    host directory with no total cap, README "Sandboxes", so there the attack would fill the
-    host's disk). Memory is high enough that the disk, not the memory limit, runs out."""
-    fill = ("def answer():\n    n = 0\n    try:\n        while True:\n"
+def test_full_workspace_disk_leaves_the_judge_its_report(fixtures, backend, tmp_path):
+    """The workspace and the report share one capped tmpfs (the grading folder): the subject
+    fills it, and the judge must still write its report on a disk of its own. Memory is high
+    enough that the disk, not the memory limit, runs out; at most 512 MB is written, should
+    the cap be missing."""
+    fill = ("def answer():\n    try:\n        for n in range(64):\n"
             "            with open(f'fill-{n}.bin', 'wb') as out:\n"
-            "                out.write(b'\\1' * (8 << 20))\n            n += 1\n"
-            "    except OSError:\n        return 41\n")
-    result = graded(fixtures["roomy"], get_sandbox("bwrap"), tmp_path, {"app.py": fill})
+            "                out.write(b'\\1' * (8 << 20))\n"
+            "    except OSError:\n        return 41\n    return 41\n")
+    result = graded(fixtures["roomy"], backend, tmp_path, {"app.py": fill})
     assert result.outcome == Outcome.incorrect and result.tampered is False, result
     assert "disk limit" not in (result.reason or ""), result.reason
+    assert "no total disk cap" not in (result.reason or ""), result.reason  # it was full
 
 
 @pytest.mark.parametrize("code", [
