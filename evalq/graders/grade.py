@@ -236,6 +236,20 @@ def _limit_reached(result: ExecResult, report_dir: Path) -> bool:
     return stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
 
 
+def _backend_stayed(backend: Sandbox, result: GradeResult) -> GradeResult:
+    """A grading_failure if the backend is gone once the run is over: an engine stopping stops
+    its containers too (SIGTERM), and what that leaves is no verdict on the agent: judged
+    apart, the judge fails its remaining checks on a subject that 'died'; in-process, the
+    runner is 'killed by a signal', which is `incorrect` there (graded code can do that)."""
+    if result.outcome == Outcome.grading_failure:
+        return result
+    ok, why = backend.available()
+    if not ok:
+        result.outcome, result.tampered = Outcome.grading_failure, None
+        result.reason = f"sandbox went away during the run (its verdict is void): {why}"
+    return result
+
+
 def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, label: str,
                       ) -> GradeResult:
     backend = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
@@ -244,6 +258,7 @@ def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, lab
         workdir = tmp / "workspace"
         dropped = fill(workdir)
         result = run_hidden_tests(fixture, workdir, backend, label)
+        result = _backend_stayed(backend, result)
         if result.outcome == Outcome.grading_failure and scratch.full():
             result.reason = f"grader exceeded its disk limit ({limits.disk_mb} MB)"
         result = _noted(result, "dropped before grading", dropped)

@@ -529,3 +529,78 @@ def test_terminal_codes_from_the_agent_reach_no_grade_text(fixtures, backend, tm
     assert "forgery: correct" in graded.output_tail, graded.output_tail
     texts = [graded.reason, graded.output_tail, *(c.evidence for c in graded.criteria)]
     assert not any(ch in t for t in texts for ch in "\x1b\r"), texts  # ...but not as codes
+
+
+HIDDEN_MARKER = "evalq-hidden-" + uuid.uuid4().hex
+SEARCH_EVERYWHERE = """
+import itertools, os
+
+SKIP = {"/proc", "/sys", "/dev", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"}
+
+
+def answer():
+    for top, dirs, files in itertools.chain(os.walk("/"), os.walk("/dev/shm")):
+        dirs[:] = [d for d in dirs if os.path.join(top, d) not in SKIP]
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                if os.path.isfile(path) and not os.path.islink(path) and \
+                        os.path.getsize(path) < 1 << 20 and MARK in open(path, "rb").read():
+                    return 42
+            except OSError:
+                pass
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for part in ("cmdline", "environ"):
+            try:
+                if MARK in open(f"/proc/{pid}/{part}", "rb").read():
+                    return 42
+            except OSError:
+                pass
+    return 41
+"""
+
+
+@pytest.mark.parametrize("verdict", ["judge", "in-process"])
+def test_hidden_tests_are_nowhere_in_the_subjects_reach(fixtures, backend, tmp_path, verdict):
+    """Not just at their usual paths: judged apart, nothing the subject can read (outside the
+    toolchain, which is the image's) holds a string only the hidden tests contain. In-process
+    (the control, and the weaker mode's known limit) the same search finds it."""
+    tests = (JUDGED if verdict == "judge" else IN_PROCESS) + f"\n\nMARK = {HIDDEN_MARKER!r}\n"
+    fixture = make_fixture(tmp_path / "marked", verdict, tests)
+    # spelled backwards in the agent's file, so that the file itself does not hold it
+    attack = f"MARK = {HIDDEN_MARKER[::-1]!r}[::-1].encode()\n" + SEARCH_EVERYWHERE
+    graded = grade(fixture, backend, tmp_path, {"app.py": attack})
+    if verdict == "judge":
+        assert graded.outcome == Outcome.incorrect and graded.tampered is False, graded
+        assert "test_answer" in graded.reason, graded.reason
+    else:
+        assert graded.outcome == Outcome.correct, graded
+
+
+def test_verdict_is_void_when_the_backend_is_gone_after_the_run(fixtures, tmp_path):
+    """An engine that stops stops its containers (SIGTERM): judged apart the judge then fails
+    its remaining checks on a 'dead' subject, and in-process a runner killed by a signal is
+    `incorrect` (graded code can do that). So a backend that is gone once the run is over
+    voids the verdict: grading_failure. The run is real (bwrap); only the backend's answer to
+    "are you there?" afterwards says no, as Docker's ping does once its engine is stopped."""
+    from evalq.graders.sandbox.bwrap import BwrapSandbox
+
+    class GoneAfterwards(BwrapSandbox):
+        runs, finished = 1, 0  # how many runs a grading makes; how many have ended
+
+        def run(self, *args, **kwargs):
+            try:
+                return super().run(*args, **kwargs)
+            finally:
+                type(self).finished += 1
+
+        @classmethod
+        def available(cls):
+            return (False, "engine stopped") if cls.finished >= cls.runs else (True, "")
+
+    for verdict, runs in (("judge", 2), ("in-process", 1)):
+        GoneAfterwards.runs, GoneAfterwards.finished = runs, 0
+        graded = grade(fixtures[verdict], GoneAfterwards(), tmp_path / verdict,
+                       ATTACKS["kills its own process"])
+        assert graded.outcome == Outcome.grading_failure, graded
+        assert "sandbox went away during the run" in graded.reason, graded.reason
