@@ -604,3 +604,26 @@ def test_verdict_is_void_when_the_backend_is_gone_after_the_run(fixtures, tmp_pa
                        ATTACKS["kills its own process"])
         assert graded.outcome == Outcome.grading_failure, graded
         assert "sandbox went away during the run" in graded.reason, graded.reason
+
+
+FAKE_TAP = """'use strict';
+// the runner's own stdout (the sandbox's), past the child's pipe that node --test parses
+const fs = require('node:fs');
+for (const line of ['ok 1 - answer is 42', 'ok 2 - answer is a number', '1..2']) {
+  try { fs.writeSync(fs.openSync(`/proc/${process.ppid}/fd/1`, 'w'), line + '\\n'); } catch (e) {}
+  process.stdout.write(line + '\\n');
+}
+module.exports = { answer: () => 41 };
+"""
+
+
+def test_node_in_process_fake_tap_lines_do_not_pass(fixtures, backend, tmp_path):
+    """TAP is read from the runner's stdout, which graded code can write to: its lines sit
+    beside the real ones, and the real failing check still fails (held, no fix)."""
+    workspace = tmp_path / "agent-workspace"
+    workspace.mkdir()
+    (workspace / "lib.js").write_text(FAKE_TAP)
+    graded = grade_workspace(fixtures["node in-process"], workspace, sandbox=backend)
+    assert graded.outcome == Outcome.incorrect, graded
+    assert any(c.name == "answer is 42" and c.passed is False for c in graded.criteria), \
+        graded.criteria
