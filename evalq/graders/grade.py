@@ -8,7 +8,9 @@ report ⇒ grading_failure with the reason. A grading failure says nothing about
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import re
 import secrets
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from evalq.graders.split import JUDGE_PACKAGE, run_split
 from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
-from evalq.graders.sandbox.scratch import grading_folder
+from evalq.graders.sandbox.scratch import FULL_BELOW_BYTES, grading_folder
 from evalq.graders.sandbox.base import REPORT_PATH, ExecResult, Sandbox, SandboxLimits
 from evalq.fixtures.archive import copy_workspace, unpack_workspace
 
@@ -41,6 +43,8 @@ GRADER_ENV = {
 GRADER_VERSION = "evalq-grader/3"  # 3: judge/subject split, canaries; 2: grader files reset
 #: items of one kind (reset, dropped) named in a reason
 NOTED_ITEMS = 10
+#: MB of the judge's own report disk (its JUnit report is refused past 5 MB anyway)
+JUDGE_REPORT_MB = 16
 
 
 def limits_for(fixture: Fixture) -> SandboxLimits:
@@ -84,12 +88,20 @@ def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
     hidden = workdir.parent / "hidden"
     copy_tree(fixture.hidden_dir, hidden)
     canaries = plant(hidden, random.Random(secrets.randbits(64)))
+    canaries.complete = not selects_checks(grade.command)
     if grade.split:
         return _run_judged(fixture, workdir, hidden, canaries, sandbox, label)
     patterns = protected_patterns(fixture.spec.toolchain, grade.protected)
     reset = reset_grader_files(workdir, fixture.workspace_dir, hidden, patterns)
     return _noted(_run_overlaid(fixture, workdir, hidden, canaries, sandbox, label, patterns),
                   "reset before grading", reset)
+
+
+def selects_checks(command: list[str]) -> bool:
+    """Whether a test command runs only some checks of the files it names (pytest's -k, -m,
+    --deselect, file::name): then a real check missing from its report is not evidence."""
+    args = command[command.index("pytest") + 1:] if "pytest" in command else command
+    return any(part.startswith(("-k", "-m", "--deselect")) or "::" in part for part in args)
 
 
 def _noted(result: GradeResult, heading: str, items: list[str]) -> GradeResult:
@@ -107,7 +119,9 @@ def _run_overlaid(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canar
     apply_overlay(hidden, workdir)
 
     def placed() -> list[Path]:  # listed anew each time: a file added later counts too
-        return [p for top in tops for p in ([top] if top.is_file() else listed(top))
+        # a top swapped for a link (to a host file or tree) is digested as the link, unfollowed
+        return [p for top in tops for p in (listed(top) if top.is_dir() and not top.is_symlink()
+                                            else [top])
                 if "__pycache__" not in p.parts]
 
     def runner_files() -> list[Path]:
@@ -139,13 +153,24 @@ def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canarie
     hidden = hidden.rename(judge_dir / "hidden")
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
+    limits = limits_for(fixture)
+    # the judge's report gets a disk of its own: else the subject, whose workspace shares the
+    # grading's capped disk, could fill it so that no report can be written (grading_failure)
+    with sandbox.scratch(report_dir, dataclasses.replace(limits, disk_mb=JUDGE_REPORT_MB)):
+        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, canaries, sandbox,
+                          label, limits)
+
+
+def _judged_in(fixture: Fixture, workdir: Path, hidden: Path, judge_dir: Path,
+               report_dir: Path, canaries: Canaries, sandbox: Sandbox, label: str,
+               limits: SandboxLimits) -> GradeResult:
     tests, helpers = listed(hidden), listed(JUDGE_PACKAGE)
     digests = {"hidden_tests_before": files_digest(tests, hidden),
                "grader_files_before": files_digest(helpers, JUDGE_PACKAGE)}
     try:
         run = run_split(sandbox, toolchain=fixture.spec.toolchain, command=fixture.spec.grade.command,
                         workdir=workdir, judge_dir=judge_dir, report_dir=report_dir,
-                        limits=limits_for(fixture), env=dict(GRADER_ENV),
+                        limits=limits, env=dict(GRADER_ENV),
                         image=fixture.spec.image, label=label)
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
@@ -182,6 +207,10 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
         exited = dataclasses.replace(result, exit_code=0) if (
             canaries.names and result.exit_code == 1 and result.signal is None) else result
         outcome, reason = classify(exited, real, problem)
+        if verdict == "in-process" and outcome == Outcome.grading_failure and \
+                not _limit_reached(result, report_dir):
+            outcome, reason = Outcome.incorrect, (
+                f"the test run, with the agent's code loaded in it, gave no verdict: {reason}")
     tail = (result.stdout[-2000:] + ("\n" + result.stderr[-1000:] if result.stderr else ""))
     return GradeResult(outcome=outcome, reason=reason, criteria=real or [],
                        exit_code=result.exit_code, duration_seconds=result.duration_seconds,
@@ -189,6 +218,36 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
                        tampered=bool(forged) if criteria is not None or forged else None,
                        digests=digests,
                        toolchain=result.toolchain.record() if result.toolchain else None)
+
+
+def _limit_reached(result: ExecResult, report_dir: Path) -> bool:
+    """Whether the sandbox stopped the run at a limit (or its disk is full): a grading_failure.
+
+    Run in-process, the agent's code is loaded into the test runner, so a runner that ends by
+    itself without a usable report (os._exit(0) at import, a kill of its own process, a report
+    overwritten with garbage, every check skipped) did so at that code's hands: `incorrect`, or
+    a wrong solution could hide as a grading_failure, which is counted apart."""
+    if result.limit_hit or result.timed_out:
+        return True
+    try:
+        stats = os.statvfs(report_dir)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
+
+
+def _backend_stayed(backend: Sandbox, result: GradeResult) -> GradeResult:
+    """A grading_failure if the backend is gone once the run is over: an engine stopping stops
+    its containers too (SIGTERM), and what that leaves is no verdict on the agent: judged
+    apart, the judge fails its remaining checks on a subject that 'died'; in-process, the
+    runner is 'killed by a signal', which is `incorrect` there (graded code can do that)."""
+    if result.outcome == Outcome.grading_failure:
+        return result
+    ok, why = backend.available()
+    if not ok:
+        result.outcome, result.tampered = Outcome.grading_failure, None
+        result.reason = f"sandbox went away during the run (its verdict is void): {why}"
+    return result
 
 
 def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, label: str,
@@ -199,10 +258,30 @@ def _grade_in_tempdir(fixture: Fixture, fill, sandbox: str | Sandbox | None, lab
         workdir = tmp / "workspace"
         dropped = fill(workdir)
         result = run_hidden_tests(fixture, workdir, backend, label)
+        result = _backend_stayed(backend, result)
         if result.outcome == Outcome.grading_failure and scratch.full():
             result.reason = f"grader exceeded its disk limit ({limits.disk_mb} MB)"
         result = _noted(result, "dropped before grading", dropped)
-        return _noted(result, "sandbox", [scratch.note] if scratch.note else [])
+        return printable(_noted(result, "sandbox", [scratch.note] if scratch.note else []))
+
+
+#: control characters other than newline and tab: C0, DEL and C1 (ESC starts terminal codes,
+#: CR rewrites the current line)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(result: GradeResult) -> GradeResult:
+    """The grade with control characters in its free text shown as escapes (\\x1b): reasons
+    name the agent's files, and evidence and the output tail hold what graded code printed,
+    so raw, they could rewrite what `evalq fixtures grade` or a report shows on a terminal
+    (a line overwritten with "correct")."""
+    def clean(text: str | None) -> str | None:
+        return text if text is None else _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+    result.reason, result.output_tail = clean(result.reason), clean(result.output_tail) or ""
+    result.criteria = [c.model_copy(update={"name": clean(c.name), "evidence": clean(c.evidence)})
+                       for c in result.criteria]
+    return result
 
 
 def grade_workspace(fixture: Fixture, workspace: Path, *, sandbox: str | Sandbox | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,35 @@ PYTHON_SUBJECT = ["python3", "-I", "-B", f"{SUBJECT_MOUNT}/subject_server.py"]
 
 #: written by the judge (in its report dir) when the subject server never answered at all
 CHANNEL_STATUS = "channel-broken"
+#: Of the grader's time limit, what the judge keeps for itself after its last wait on the
+#: subject (start-up, failing the remaining checks at once, writing the report): a fraction,
+#: within these bounds in seconds.
+JUDGE_RESERVE = (0.2, 3.0, 10.0)
+#: The judge's terminal output stops here (a note says how much was cut), well under the
+#: grader's output limit: what it prints depends on the subject's answers.
+JUDGE_OUTPUT_SHARE = 0.5
+
+
+#: below this many seconds for answers, no deadline is set (the limit leaves no reserve)
+MIN_ANSWER_SECONDS = 2.0
+
+
+def answers_budget(limits: SandboxLimits) -> float | None:
+    """Seconds the judge may wait for its subject in all (judge/client.py), so that a subject
+    that is slow, hangs in every call or floods the channel fails its checks and the judge
+    still ends within its own time limit (which would be a grading_failure, counted apart);
+    None when the limit is too short to keep the judge a reserve."""
+    share, low, high = JUDGE_RESERVE
+    budget = limits.timeout_seconds - min(max(limits.timeout_seconds * share, low), high)
+    return budget if budget >= MIN_ANSWER_SECONDS else None
+
+
+def deadline_env(limits: SandboxLimits, now: float | None = None) -> dict[str, str]:
+    budget = answers_budget(limits)
+    if budget is None:
+        return {}
+    at = (time.time() if now is None else now) + budget
+    return {"EVALQ_SUBJECT_DEADLINE": repr(at), "EVALQ_SUBJECT_BUDGET": repr(budget)}
 
 
 @dataclass
@@ -49,6 +79,13 @@ def judge_argv(command: list[str]) -> list[str]:
                            "[\"pytest\", ...] (the pytest arguments for its hidden tests)")
     return ["python3", "-I", "-B", f"{JUDGE_MOUNT}/boot.py", f"{WORKSPACE_PATH}/hidden",
             f"{REPORT_PATH}/junit.xml", *command[1:]]
+
+
+def judge_env(env: dict[str, str]) -> dict[str, str]:
+    """The grader's environment without CI: on CI, pytest neither truncates its assertion
+    explanations nor its summary lines, and computes full diffs, so a long wrong answer from
+    the subject would flood the judge's output past its limit or spend its time diffing."""
+    return {k: v for k, v in env.items() if k != "CI"}
 
 
 def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: Path,
@@ -81,7 +118,10 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
     thread.start()
     try:
         judge = sandbox.run(argv, workspace=judge_dir, report_dir=report_dir, limits=limits,
-                            env={**env, "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
+                            env={**judge_env(env), "EVALQ_SUBJECT_CHANNEL": channel.judge_spec,
+                                 **deadline_env(limits),
+                                 "EVALQ_JUDGE_OUTPUT_LIMIT": str(int(
+                                     limits.output_limit_bytes * JUDGE_OUTPUT_SHARE)),
                                  # only the plugins the hidden tests ask for (and faster)
                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
                                  "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}"},

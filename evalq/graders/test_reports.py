@@ -6,6 +6,7 @@ input: size-capped and parsed with defusedxml.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from defusedxml import ElementTree
 from defusedxml.common import DefusedXmlException
 
 from evalq.models import Criterion
+from evalq.graders.tamper import read_regular
 
 MAX_REPORT_BYTES = 5_000_000
 EVIDENCE_CHARS = 600
@@ -28,13 +30,19 @@ def _evidence(text: str | None) -> str:
 
 
 def parse_junit(path: Path) -> list[Criterion] | None:
-    """Criteria from a JUnit XML file, or None when the file does not exist."""
-    if not path.is_file():
+    """Criteria from a JUnit XML file, or None when nothing is there. It is opened without
+    following a link and refused unless regular: run in-process, the code under test could put
+    a link to a host file (the grader reads as root) or a FIFO (a read never ends) there."""
+    if not os.path.lexists(path):
         return None
-    if path.stat().st_size > MAX_REPORT_BYTES:
+    data = read_regular(path, MAX_REPORT_BYTES)
+    if data is None:
+        raise ReportError("JUnit report is not a regular file (a link or special file in its "
+                          "place)")
+    if len(data) > MAX_REPORT_BYTES:
         raise ReportError(f"JUnit report over {MAX_REPORT_BYTES} bytes")
     try:
-        root = ElementTree.fromstring(path.read_bytes())
+        root = ElementTree.fromstring(data)
     except (ElementTree.ParseError, DefusedXmlException, ValueError) as exc:
         raise ReportError(f"JUnit report unreadable: {exc}") from exc
     criteria: list[Criterion] = []

@@ -73,3 +73,25 @@ def test_missing_rootfs_is_a_grading_failure_naming_the_build(tmp_path, monkeypa
     assert graded.outcome.value == "grading_failure"
     assert "not built" in graded.reason and "build-grader-images.sh node" in graded.reason
     assert "make docker" in graded.reason
+
+
+#: what graded code can tell about its sandbox that could make it behave differently
+SCRATCH_SPACE = ("for d in /tmp /dev/shm; do dd if=/dev/zero of=$d/big bs=1M count=100 "
+                 "2>/dev/null && echo $d:100MB || echo $d:full; rm -f $d/big; done")
+
+
+def test_same_scratch_space_in_both_backends():
+    """/tmp (a tmpfs of the disk allowance) and /dev/shm (64 MB) are the same size in both:
+    bwrap's /tmp was 64 MB and its /dev/shm unbounded, so code needing 100 MB of either got
+    one verdict in one backend and the other in the other."""
+    seen = {}
+    for backend in (get_sandbox("bwrap"), _docker()):
+        with grading_folder() as tmp:
+            ws, rep = tmp / "ws", tmp / "rep"
+            ws.mkdir()
+            rep.mkdir()
+            result = backend.run(["sh", "-c", SCRATCH_SPACE], workspace=ws, report_dir=rep,
+                                 limits=SandboxLimits(timeout_seconds=30),
+                                 env={"PATH": "/usr/bin:/bin"})
+        seen[backend.name] = result.stdout.split()
+    assert seen["bwrap"] == seen["docker"] == ["/tmp:100MB", "/dev/shm:full"], seen

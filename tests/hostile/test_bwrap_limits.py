@@ -49,11 +49,12 @@ def test_root_is_the_toolchain_tree_not_the_host():
     assert host_only and not set(host_only) & set(top), host_only
 
 
-def test_system_is_read_only_and_tmp_is_small():
+def test_system_is_read_only_and_tmp_is_capped():
+    """/tmp is a tmpfs of the disk allowance, as in Docker (test_backends_agree.py)."""
     result = _run("touch /usr/x 2>/dev/null && echo wrote-usr; "
                   "touch /etc/x 2>/dev/null && echo wrote-etc; "
                   "dd if=/dev/zero of=/tmp/big bs=1M count=100 2>/dev/null || echo tmp-full; "
-                  "echo ok > /workspace/w && cat /workspace/w")
+                  "echo ok > /workspace/w && cat /workspace/w", disk_mb=64)
     assert "wrote-usr" not in result.stdout and "wrote-etc" not in result.stdout
     assert "tmp-full" in result.stdout
     assert result.stdout.strip().endswith("ok")

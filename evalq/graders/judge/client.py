@@ -12,12 +12,31 @@ from __future__ import annotations
 import builtins
 import os
 import select
+import time
 
 from . import codec
 
 DEFAULT_TIMEOUT = 10.0
 #: The subject sandbox starts at the same time as the judge; its first line may take longer.
 HELLO_TIMEOUT = 30.0
+#: The grader's deadline (epoch seconds) for all waiting on the subject: past it, every check
+#: still waiting fails as hung, so slow or chattering agent code makes the judge finish in time
+#: (incorrect) instead of running it into its own time limit (a grading_failure, counted apart).
+DEADLINE_ENV = "EVALQ_SUBJECT_DEADLINE"
+#: Seconds the grader meant for answers; if the subject's first line leaves less than
+#: FAIR_SHARE of them before the deadline, the grader was slow, not the subject, and no
+#: deadline applies (the judge's own time limit then decides, a grading_failure).
+BUDGET_ENV = "EVALQ_SUBJECT_BUDGET"
+FAIR_SHARE = 0.5
+#: Values one answer may hold, counted as its commas and brackets before parsing (those inside
+#: strings count too, erring on the safe side): JSON of tiny containers takes ~20x its size in
+#: memory, twice over once decoded, so a subject could otherwise run the judge out of memory.
+MAX_ITEMS = 200_000
+#: How much of a subject exception's message, type name and MRO crosses: the message ends up in
+#: the judge's output and report, which have their own caps (a grading_failure when passed).
+MAX_MESSAGE_CHARS = 2000
+MAX_NAME_CHARS = 100
+MAX_MRO = 32
 
 
 class SubjectError(Exception):
@@ -65,9 +84,12 @@ class Output:
 class Channel:
     """One connection to one subject process: numbered requests, one answer each."""
 
-    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, sock, timeout: float = DEFAULT_TIMEOUT, deadline: float | None = None,
+                 budget: float | None = None):
         self.sock = sock
         self.timeout = timeout
+        #: monotonic time past which no answer is waited for (None: no grading-wide deadline)
+        self.deadline = None  # not for the hello: the subject server is evalq's own
         self.buffer = b""
         self.broken: str | None = None
         self.last = Output()
@@ -77,6 +99,9 @@ class Channel:
         except SubjectUnavailable as exc:
             _report_broken_channel(str(exc))
             raise
+        if deadline is not None and (budget is None or
+                                     deadline - time.monotonic() >= FAIR_SHARE * budget):
+            self.deadline = deadline
 
     def request(self, message: dict, timeout: float | None = None):
         if self.broken:
@@ -88,28 +113,37 @@ class Channel:
         except OSError as exc:
             self.broken = f"subject closed its channel ({exc.strerror or exc})"
             raise SubjectGone(self.broken) from None
+        wait = self.timeout if timeout is None else timeout
+        ends = time.monotonic() + wait  # one limit for the answer, however many lines come first
         while True:
-            reply = self._receive(self.timeout if timeout is None else timeout)
+            reply = self._receive(wait, ends)
             if reply.get("id") == self.next_id:
                 break
+            if time.monotonic() >= self._limit(ends):  # lines that answer nothing asked
+                self._late(wait, ends)
         self.last = Output(str(reply.get("out", "")), str(reply.get("err", "")))
         if "error" in reply:
-            error = reply["error"]
-            cls = _error_type(str(error.get("type", "Exception")), list(error.get("mro", [])))
-            exc = cls(str(error.get("message", "")))
-            exc.mro = tuple(error.get("mro", ()))
+            error = reply["error"] if isinstance(reply["error"], dict) else {}
+            mro = [_cut(n, MAX_NAME_CHARS) for n in list(error.get("mro") or [])[:MAX_MRO]]
+            cls = _error_type(_cut(error.get("type", "Exception"), MAX_NAME_CHARS), mro)
+            exc = cls(_cut(error.get("message", ""), MAX_MESSAGE_CHARS))
+            exc.mro = tuple(mro)
             raise exc
-        return codec.decode(reply.get("ok"), self._handle)
+        try:
+            return codec.decode(reply.get("ok"), self._handle)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise SubjectError(f"the subject sent an answer that is not data: {exc}") from None
 
     def _handle(self, hid, type_name):
         return Handle(self, hid, type_name)
 
-    def _receive(self, timeout: float) -> dict:
+    def _receive(self, timeout: float, ends: float | None = None) -> dict:
+        ends = time.monotonic() + timeout if ends is None else ends
         while b"\n" not in self.buffer:
-            ready, _, _ = select.select([self.sock], [], [], timeout)
+            ready, _, _ = select.select([self.sock], [], [],
+                                        max(self._limit(ends) - time.monotonic(), 0))
             if not ready:
-                self.broken = f"an earlier call ran over {timeout:g}s"
-                raise SubjectHung(f"subject did not answer within {timeout:g}s")
+                self._late(timeout, ends)
             chunk = self.sock.recv(1 << 16)
             if not chunk:
                 self.broken = "the subject process ended"
@@ -119,14 +153,29 @@ class Channel:
                 self.broken = "the subject sent an oversized answer"
                 raise SubjectGone(self.broken)
         line, _, self.buffer = self.buffer.partition(b"\n")
+        if line.count(b",") + line.count(b"[") + line.count(b"{") > MAX_ITEMS:
+            self.broken = f"the subject sent an answer of over {MAX_ITEMS} values"
+            raise SubjectGone(self.broken)
         try:
             reply = codec.loads(line)
             if not isinstance(reply, dict):
                 raise ValueError("not an object")
             return reply
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             self.broken = "the subject sent a malformed answer"
             raise SubjectGone(f"{self.broken}: {exc}") from None
+
+    def _limit(self, ends: float) -> float:
+        return ends if self.deadline is None else min(ends, self.deadline)
+
+    def _late(self, timeout: float, ends: float):
+        """The answer did not come in time: this check fails, and so do all later ones."""
+        if self.deadline is not None and self.deadline < ends:
+            self.broken = "the subject used up the grading's time for answers"
+            raise SubjectHung("subject did not answer before the grading's deadline "
+                              "(its answers took the grader's whole time limit)")
+        self.broken = f"an earlier call ran over {timeout:g}s"
+        raise SubjectHung(f"subject did not answer within {timeout:g}s")
 
     def encode(self, value):
         def to_handle(obj):
@@ -185,6 +234,25 @@ class Handle:
         return f"<subject {self._type} #{self._id}>"
 
 
+def _cut(value, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def _deadline() -> tuple[float | None, float | None]:
+    """The grader's deadline for answers (DEADLINE_ENV) on this process's monotonic clock, and
+    the seconds it meant for them (BUDGET_ENV)."""
+    try:
+        at = float(os.environ[DEADLINE_ENV])
+    except (KeyError, ValueError):
+        return None, None
+    try:
+        budget = float(os.environ[BUDGET_ENV])
+    except (KeyError, ValueError):
+        budget = None
+    return time.monotonic() + (at - time.time()), budget
+
+
 def _report_broken_channel(reason: str) -> None:
     """The subject server is evalq's own code and says hello before any agent code loads: if
     it never does, the grader is at fault, and it must grade grading_failure, not incorrect."""
@@ -213,7 +281,8 @@ def channel() -> Channel:
         if spec is None:
             raise RuntimeError("no subject channel: run these tests through the evalq grader")
         try:
-            _channel = Channel(codec.connect(spec))
+            deadline, budget = _deadline()
+            _channel = Channel(codec.connect(spec), deadline=deadline, budget=budget)
         except OSError as exc:  # the grader's channel is not there: the grader's fault
             _never_connected = f"no channel ({exc})"
             _report_broken_channel(_never_connected)

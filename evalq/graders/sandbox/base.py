@@ -12,6 +12,8 @@ from evalq.graders.sandbox.toolchain import Toolchain
 #: Paths every backend presents inside the sandbox.
 WORKSPACE_PATH = "/workspace"
 REPORT_PATH = "/report"
+#: MB of /dev/shm in every backend (Docker's default, pinned so that both give the same)
+SHM_MB = 64
 
 
 @dataclass(frozen=True)

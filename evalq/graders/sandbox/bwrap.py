@@ -18,8 +18,8 @@ from typing import Optional
 
 from evalq.errors import SandboxError
 from evalq.proc import ProcResult, run_bounded
-from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
-                                        Sandbox, SandboxLimits)
+from evalq.graders.sandbox.base import (REPORT_PATH, SHM_MB, WORKSPACE_PATH, ExecResult,
+                                        RunExtras, Sandbox, SandboxLimits)
 from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
 from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
 from evalq.graders.sandbox.seccomp import filter_fd, read_all
@@ -82,6 +82,15 @@ def rootfs_binds(root: Path) -> list[str]:
     return args
 
 
+def tmpfs_options(limits: SandboxLimits) -> list[str]:
+    """/tmp and /dev/shm as Docker's grading containers have them (docker.locked_down): /tmp a
+    tmpfs of the disk allowance, /dev/shm one of SHM_MB. They were 64 MB and unbounded here
+    (but for memory), so code that needs 100 MB of /tmp, or of /dev/shm, got one verdict in
+    one backend and the other in the other."""
+    return ["--size", str(int(limits.disk_mb) * 1024 * 1024), "--tmpfs", "/tmp",
+            "--size", str(SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm"]
+
+
 class BwrapSandbox(Sandbox):
     name = "bwrap"
     passes_fds = True  # RunExtras.pass_fds reach the command (split grading's channel)
@@ -112,7 +121,7 @@ class BwrapSandbox(Sandbox):
         options = ["--unshare-all", "--die-with-parent", "--new-session",
                    "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
                    *rootfs_binds(toolchain.root), "--proc", "/proc", "--dev", "/dev",
-                   "--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp",
+                   *tmpfs_options(limits),
                    "--bind", str(workspace), WORKSPACE_PATH,
                    "--bind", str(report_dir), REPORT_PATH, *ro_binds,
                    "--remount-ro", "/", "--chdir", WORKSPACE_PATH]

@@ -20,6 +20,7 @@ from evalq.errors import SandboxError
 from evalq.proc import STOP_CHECK_SECONDS
 from evalq.graders.sandbox.base import (
     REPORT_PATH,
+    SHM_MB,
     WORKSPACE_PATH,
     ExecResult,
     RunExtras,
@@ -75,6 +76,7 @@ def locked_down(limits: SandboxLimits) -> dict:
     disk_bytes = int(limits.disk_mb) * 1024 * 1024
     return dict(network_mode="none", mem_limit=memory, memswap_limit=memory,
                 nano_cpus=int(limits.cpus * 1e9), pids_limit=int(limits.pids), read_only=True,
+                shm_size=f"{SHM_MB}m",
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={int(limits.disk_mb)}m,mode=1777"},
                 cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 ulimits=[Ulimit(name="core", soft=0, hard=0),
@@ -301,10 +303,26 @@ class DockerSandbox(Sandbox):
             return None
         return _pids_limit_reached(pid) if pid > 0 else None
 
+    def scratch(self, folder: Path, limits: SandboxLimits):
+        """The workspace and report on a tmpfs of the disk allowance, as under bwrap, when the
+        engine resolves bind sources in this process's mount namespace (so it binds from the
+        tmpfs): else each file is capped but not their sum, and graded code could fill the
+        host's disk (or the disk the judge's report needs), and the grade says why."""
+        from evalq.graders.sandbox.scratch import size_capped, uncapped
+
+        why = engine_mounts_differ()
+        return size_capped(folder, limits.disk_mb) if why is None else uncapped(folder, why)
+
     # ---- sweep -------------------------------------------------------------------------------
 
     def sweep(self, max_age_seconds: float = 0) -> int:
-        """Remove this backend's containers past their deadline or older than max_age_seconds."""
+        """Remove this backend's containers past their deadline or older than max_age_seconds,
+        then grading tmpfs mounts whose grading process is gone (sandbox/scratch.py)."""
+        from evalq.graders.sandbox.scratch import sweep_mounts
+
+        return self._sweep_containers(max_age_seconds) + sweep_mounts(max_age_seconds)
+
+    def _sweep_containers(self, max_age_seconds: float) -> int:
         import docker.errors
 
         now = time.time()
@@ -331,6 +349,24 @@ class DockerSandbox(Sandbox):
                 if "already in progress" not in str(exc):
                     raise SandboxError(f"cannot remove container {c.short_id}: {_reason(exc)}") from exc
         return removed
+
+
+#: where dockerd records its pid (its default --pidfile)
+ENGINE_PID_FILE = Path("/var/run/docker.pid")
+
+
+def engine_mounts_differ() -> Optional[str]:
+    """Why the engine might not see a tmpfs this process mounts (None: it will): a remote
+    engine, or one whose mount namespace is not ours or cannot be told."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        return "no total disk cap (the Docker engine is remote)"
+    try:
+        pid = int(ENGINE_PID_FILE.read_text().split()[0])
+        same = os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except (OSError, ValueError, IndexError):
+        return "no total disk cap (cannot tell the Docker engine's mount namespace)"
+    return None if same else "no total disk cap (the Docker engine has another mount namespace)"
 
 
 def _check_request(argv: list[str], env: dict[str, str]) -> None:

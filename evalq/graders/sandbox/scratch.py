@@ -89,9 +89,9 @@ def size_capped(folder: Path, size_mb: int) -> Iterator[Scratch]:
 
 
 @contextmanager
-def uncapped(folder: Path) -> Iterator[Scratch]:
-    """For backends that limit disk their own way (or not at all: README says which)."""
-    yield Scratch(folder)
+def uncapped(folder: Path, note: Optional[str] = None) -> Iterator[Scratch]:
+    """For backends that limit disk their own way (or not at all: `note` says why)."""
+    yield Scratch(folder, note=note)
 
 
 def _capped_mounts() -> list[Path]:
