@@ -1,0 +1,128 @@
+"""What a hostile agent leaves behind is read by evalq from OUTSIDE its sandbox, as the worker
+(root): its output files, its workspace (redaction, archive, diff) and its run folder (the
+janitor's owner file). Inside a real sandbox (bwrap, docker) the agent makes those into
+symlinks to host files or folders, FIFOs, hard links and huge sparse files; from outside, no
+host file may be read through them, and nothing may block or run unbounded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from conftest import copy_fixture  # noqa: E402
+from evalq.fixtures.fixture import load_fixture, materialize  # noqa: E402
+from evalq.models import Condition, Limits  # noqa: E402
+from evalq.workers.agents.base import AgentContext  # noqa: E402
+from evalq.workers.agents.command_template import CommandTemplate  # noqa: E402
+from evalq.workers.profile import new_profile  # noqa: E402
+
+BACKENDS = ["bwrap", "docker"]
+#: a generous bound on anything evalq does after the agent: well-behaved, it takes a second
+BOUND = 60.0
+
+
+def bounded(func, *args):
+    """func(*args) in a thread; fails the test when it has not returned within BOUND seconds
+    (a worker blocked on a FIFO, or reading without end)."""
+    out: dict = {}
+
+    def call():
+        try:
+            out["value"] = func(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(BOUND)
+    assert not thread.is_alive(), f"{getattr(func, '__name__', func)} still running after {BOUND}s"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def agent_run(tmp_path: Path, backend: str, code: str, *, credential_env: list | None = None):
+    """Run `python3 -c code OUTPUT_DIR` as a `command` agent sealed in `backend`, through the
+    adapter's own run (sandbox, parse, redaction); returns (ctx, result)."""
+    fixture = load_fixture(copy_fixture("py-slugify-bugfix", tmp_path / "fx"))
+    home = tmp_path / "home"
+    profile = new_profile(home / "runs")
+    materialize(fixture, profile.workspace)
+    argv = ["/usr/bin/python3", "-c", code.replace("{", "{{").replace("}", "}}"),
+            "{output_dir}"]
+    settings = {"argv": argv, "credential_env": credential_env or []}
+    condition = Condition(name="c", agent="command", settings=settings)
+    ctx = AgentContext(fixture=fixture, condition=condition, profile=profile, prompt="fix it",
+                       limits=Limits(wall_seconds=60), sandbox=backend, evalq_home=home)
+    return ctx, bounded(CommandTemplate().run, ctx)
+
+
+@pytest.fixture
+def host_files(tmp_path):
+    """A host folder the agent must never read from: a canary report and a usage file."""
+    folder = tmp_path / "host-only"
+    folder.mkdir()
+    (folder / "report.txt").write_text("evalq-canary-host-report")
+    (folder / "usage.json").write_text(json.dumps({"input_tokens": 4242}))
+    return folder
+
+
+LINK_FILES = """
+import os, sys
+out, host = sys.argv[1], {host!r}
+os.makedirs(out, exist_ok=True)
+os.symlink(host + "/report.txt", out + "/report.txt")
+os.symlink(host + "/usage.json", out + "/usage.json")
+"""
+
+LINK_FOLDER = """
+import os, shutil, sys
+out, host = sys.argv[1], {host!r}
+shutil.rmtree(out, ignore_errors=True)
+os.symlink(host, out)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("attack", [LINK_FILES, LINK_FOLDER], ids=["file-links", "folder-link"])
+def test_output_files_are_never_read_through_a_link(tmp_path, backend, attack, host_files):
+    ctx, result = agent_run(tmp_path, backend, attack.replace("{host!r}", repr(str(host_files))))
+    try:
+        assert result.exit_code == 0, result.stderr
+        assert result.final_report is None
+        assert result.metrics.input_tokens is None
+        assert b"evalq-canary-host-report" not in (result.transcript or b"")
+        # the links were really there: the attack was made, evalq did not follow it
+        out = ctx.profile.logs / "agent-output"
+        assert (out / "report.txt").is_symlink() or out.is_symlink()
+    finally:
+        ctx.profile.cleanup()
+
+
+FIFO_AND_SPARSE = """
+import os, sys
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+os.mkfifo(out + "/usage.json")
+with open(out + "/report.txt", "wb") as f:
+    f.truncate(100 * 1024 * 1024)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_files_that_block_or_are_huge_are_skipped(tmp_path, backend):
+    ctx, result = agent_run(tmp_path, backend, FIFO_AND_SPARSE)  # bounded: a FIFO read hangs
+    try:
+        assert result.exit_code == 0, result.stderr
+        assert result.metrics.input_tokens is None
+        assert result.final_report is None  # 100 MB of a sparse file is no report
+    finally:
+        ctx.profile.cleanup()
+
