@@ -126,3 +126,48 @@ def test_output_files_that_block_or_are_huge_are_skipped(tmp_path, backend):
     finally:
         ctx.profile.cleanup()
 
+
+HARD_LINKS = """
+import os
+os.makedirs("links")
+with open("links/big.bin", "wb") as f:
+    f.truncate(64 * 1024 * 1024)
+for i in range(8):
+    os.link("links/big.bin", f"links/hard-{i}")
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hard_links_are_neither_archived_nor_read_for_the_diff(tmp_path, backend):
+    from evalq.fixtures.archive import pack_workspace, unpack_workspace
+    from evalq.workers.diff import workspace_diff
+
+    ctx, result = agent_run(tmp_path, backend, HARD_LINKS)
+    try:
+        assert result.exit_code == 0, result.stderr
+        assert (ctx.workspace / "links" / "hard-7").stat().st_nlink == 9
+        dropped = unpack_workspace(pack_workspace(ctx.workspace), tmp_path / "unpacked")
+        assert sum("hard link dropped" in d for d in dropped) == 9
+        diff = bounded(workspace_diff, ctx.fixture.workspace_dir, ctx.workspace)
+        assert "links/" not in diff  # what the archive does not carry, the diff does not read
+    finally:
+        ctx.profile.cleanup()
+
+
+SPARSE_TREE = """
+import os
+for i in range(3):
+    with open(f"sparse-{i}.bin", "wb") as f:
+        f.truncate(100 * 1024 * 1024)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_redaction_stops_at_the_workspace_limit(tmp_path, backend, monkeypatch):
+    """With a credential to mask, the adapter rewrites the workspace before it is packed;
+    3 x 100 MB of sparse files cost the agent no disk and must not be read in full."""
+    from evalq.fixtures.archive import WorkspaceTooLarge
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-left-files-0123456789")
+    with pytest.raises(WorkspaceTooLarge, match="workspace over"):
+        agent_run(tmp_path, backend, SPARSE_TREE, credential_env=["ANTHROPIC_API_KEY"])
