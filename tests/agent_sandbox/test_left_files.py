@@ -48,13 +48,16 @@ def bounded(func, *args):
     return out["value"]
 
 
-def agent_run(tmp_path: Path, backend: str, code: str, *, credential_env: list | None = None):
+def agent_run(tmp_path: Path, backend: str, code: str, *, credential_env: list | None = None,
+              before=None):
     """Run `python3 -c code OUTPUT_DIR` as a `command` agent sealed in `backend`, through the
     adapter's own run (sandbox, parse, redaction); returns (ctx, result)."""
     fixture = load_fixture(copy_fixture("py-slugify-bugfix", tmp_path / "fx"))
     home = tmp_path / "home"
     profile = new_profile(home / "runs")
     materialize(fixture, profile.workspace)
+    if before is not None:
+        before(profile)
     argv = ["/usr/bin/python3", "-c", code.replace("{", "{{").replace("}", "}}"),
             "{output_dir}"]
     settings = {"argv": argv, "credential_env": credential_env or []}
@@ -171,3 +174,46 @@ def test_redaction_stops_at_the_workspace_limit(tmp_path, backend, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-left-files-0123456789")
     with pytest.raises(WorkspaceTooLarge, match="workspace over"):
         agent_run(tmp_path, backend, SPARSE_TREE, credential_env=["ANTHROPIC_API_KEY"])
+
+
+#: the agent's run folder is its profile root, owner file included (output_dir = root/logs/…)
+OWNER_FIFO = """
+import os, sys
+owner = os.path.join(os.path.dirname(os.path.dirname(sys.argv[1])), ".evalq-owner.json")
+os.unlink(owner)
+os.mkfifo(owner)
+"""
+
+OWNER_DEAD_DEEP = """
+import json, os, sys
+root = os.path.dirname(os.path.dirname(sys.argv[1]))
+with open(os.path.join(root, ".evalq-owner.json"), "w") as f:  # pid 1, another start: gone
+    json.dump({"host": HOST, "pid": 1, "start": "0"}, f)
+os.chdir(root)
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_run_folder_sweep_survives_what_the_agent_made_of_its_folder(tmp_path, backend):
+    """The janitor (every worker, every 5 minutes) reads each run folder's owner file: a FIFO
+    there must not block it; a folder it may remove is removed however deep the tree."""
+    import socket
+
+    from evalq.ops.run_folders import record_owner, sweep_run_folders
+
+    ctx, result = agent_run(tmp_path / "fifo", backend, OWNER_FIFO, before=lambda p: record_owner(p.root))
+    runs = ctx.profile.root.parent
+    try:
+        assert result.exit_code == 0, result.stderr
+        assert bounded(sweep_run_folders, runs) == 0  # no owner to judge by: left alone
+        assert ctx.profile.root.exists()
+    finally:
+        ctx.profile.cleanup()
+    code = OWNER_DEAD_DEEP.replace("HOST", repr(socket.gethostname()))
+    ctx, result = agent_run(tmp_path / "deep", backend, code, before=lambda p: record_owner(p.root))
+    assert result.exit_code == 0, result.stderr
+    assert bounded(sweep_run_folders, ctx.profile.root.parent) == 1
+    assert not ctx.profile.root.exists()
