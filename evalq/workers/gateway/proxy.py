@@ -200,6 +200,22 @@ async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, 
         await response.write_eof()
     except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
         record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
+        await drain(reply, metered)
     finally:
         record.usage = metered.usage
     return response
+
+
+async def drain(reply: aiohttp.ClientResponse, metered: "wire_usage.StreamUsage") -> None:
+    """Read the rest of a stream the agent hung up on, for its usage only: the provider bills
+    the whole reply, and its counts come last (Anthropic's message_delta, OpenAI's usage
+    chunk), so an agent that hangs up once the text is in would otherwise go unmetered."""
+    size = 0
+    try:
+        async for chunk in reply.content.iter_any():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                return
+            metered.feed(chunk)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return

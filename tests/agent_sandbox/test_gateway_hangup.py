@@ -1,0 +1,151 @@
+"""Metering cannot be dodged by hanging up: an agent in a real sandbox (bwrap, docker) reads a
+streamed reply through its door until the text is in, then closes the connection and exits,
+before the provider's last event, which alone carries the output count. The provider bills
+the whole reply, so the gateway must still meter it, and the run's token budget must hold;
+and a stream the provider itself cuts short leaves a token budget unenforceable: spent.
+
+The provider is a loopback server of this test. Once the sandbox has ended it sends the rest
+of the stream: 32 MB of SSE comments (more than socket buffers hold, so it cannot be sent
+unless the gateway goes on reading) and then the events with the usage.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from evalq.graders.sandbox.base import SandboxLimits
+from evalq.workers.gateway import Gateway, RunBudgets, Upstream
+from evalq.workers.profile import new_profile
+from evalq.workers.sandbox import AgentJob, get_agent_sandbox
+
+OUTPUT_TOKENS = 500
+
+
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+HEAD = sse("message_start", {"type": "message_start", "message": {
+    "id": "m1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    "content": [], "usage": {"input_tokens": 10, "output_tokens": 1}}}) + \
+    sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                "content_block": {"type": "text", "text": ""}}) + \
+    sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                "delta": {"type": "text_delta", "text": "THE-ANSWER"}})
+TAIL = sse("content_block_stop", {"type": "content_block_stop", "index": 0}) + \
+    sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                          "usage": {"output_tokens": OUTPUT_TOKENS}}) + \
+    sse("message_stop", {"type": "message_stop"})
+
+
+class Provider:
+    """Answers one streamed request with HEAD and keeps the connection for `finish`."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(60)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stream = threading.Event()
+        self.conn = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        conn, _ = self.sock.accept()
+        conn.settimeout(60)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Connection: close\r\n\r\n" + HEAD)
+        self.conn = conn
+        self.stream.set()
+
+    def finish(self, tail: bool) -> bool:
+        """Send the padding and (if `tail`) the usage events, then close; False when the
+        gateway hung up on us first."""
+        assert self.stream.wait(60)
+        try:
+            if tail:
+                self.conn.sendall(PADDING + TAIL)
+            self.conn.shutdown(socket.SHUT_WR)
+            while self.conn.recv(65536):  # until the gateway is done with the stream
+                pass
+            return True
+        except OSError:
+            return False
+        finally:
+            self.conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+PADDING = (b": " + b"x" * 16382 + b"\n\n") * 2048  # 32 MB of comments, no event
+
+
+AGENT = r'''
+import http.client, json, sys
+port = int(sys.argv[1])
+def body(stream):
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 1000, "stream": stream,
+                       "messages": [{"role": "user", "content": "hi"}]})
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+conn.request("POST", "/v1/messages", body=body(True), headers={"content-type": "application/json"})
+reply = conn.getresponse()
+got = b""
+while b"THE-ANSWER" not in got:
+    got += reply.fp.read1(65536)
+conn.sock.close()  # the text is in: hang up before the usage arrives
+print("A", reply.status, flush=True)
+'''
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+@pytest.mark.parametrize("provider_ends", ["whole", "cut"])
+def test_hanging_up_before_the_usage_event_does_not_dodge_the_meter(tmp_path, backend,
+                                                                    provider_ends):
+    from evalq.workers.sandbox import DOOR_PORT
+
+    provider, gateway = Provider(), Gateway()
+    folder = Path(tempfile.mkdtemp(prefix="evalq-hangup-", dir="/tmp"))
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    try:
+        run = gateway.open_run("hangup", folder / "door.sock", [Upstream(provider.url)],
+                               budgets=RunBudgets(max_tokens=100))
+        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                               output_limit_bytes=1_000_000, disk_mb=64)
+        done = get_agent_sandbox(backend).run(AgentJob(
+            argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT)], env=profile.env,
+            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            door_socket=str(run.socket_path), label="hangup"))
+        assert done.exit_code == 0, (done.stdout, done.stderr)
+        assert b"A 200" in done.stdout  # the agent had its answer and is gone
+        whole = provider_ends == "whole"
+        read_to_the_end = provider.finish(tail=whole)
+        run.close()  # (waits for the request still in flight to be recorded)
+        (record,) = run.records()
+        assert record["stream"] and record["input_tokens"] == 10, record
+        if whole:
+            assert read_to_the_end, "the gateway stopped reading when the agent hung up"
+            assert record["output_tokens"] == OUTPUT_TOKENS, record
+            assert run.exhausted == "tokens budget spent (510 of 100)", run.exhausted
+        else:  # no output count ever came: the token budget cannot be enforced, so spent
+            assert record["output_tokens"] is None, record
+            assert run.exhausted == ("tokens budget cannot be enforced: request 1 reported "
+                                     "no output_tokens"), run.exhausted
+    finally:
+        gateway.close()
+        provider.close()
+        profile.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
