@@ -123,3 +123,52 @@ def test_no_way_out_but_the_door(tmp_path, backend):
     assert all(said[k].startswith("blocked") for k in ("abstract", "ipv6")), said
     assert said["docker_socket"] == [] and said["proc_root"] == [], said
     assert said["fds"] == [0, 1, 2, 3], said  # stdio, and the listing of /proc/self/fd itself
+
+
+READ_PREFIX = r'''
+import json, os, sys
+prefix = sys.argv[1]
+said = {}
+for name in ("bin/agent-tool", ".npmrc"):
+    try:
+        with open(os.path.join(prefix, name)) as handle:
+            said[name] = handle.read()
+    except OSError as exc:
+        said[name] = f"blocked: {exc}"
+with open("made-by-agent", "w") as handle:
+    handle.write("x")
+print(json.dumps(said))
+'''
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker", "none"])
+def test_root_only_files_in_what_the_agent_is_shown_stay_unreadable(tmp_path, backend):
+    """The agent sees its install folders read-only; a root-only file there (an npm prefix's
+    .npmrc with a registry token, a venv's pip.conf with index credentials) is the host's, not
+    the agent's: the agent is the host's uid 65534 in both backends, never root."""
+    token = f"npm-canary-token-{uuid.uuid4().hex[:12]}"
+    prefix = tmp_path / "agent-install"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "agent-tool").write_text("tool")
+    (prefix / ".npmrc").write_text(f"//registry.example/:_authToken={token}\n")
+    os.chmod(prefix / ".npmrc", 0o600)
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    try:
+        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                               output_limit_bytes=1_000_000, disk_mb=64)
+        done = get_agent_sandbox(backend).run(AgentJob(
+            argv=["/usr/bin/python3", "-c", READ_PREFIX, str(prefix)], env=profile.env,
+            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            readonly=[prefix], label="prefix"))
+        assert done.exit_code == 0, done.stderr.decode()
+        said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        made = (profile.workspace / "made-by-agent").stat().st_uid
+    finally:
+        profile.cleanup()
+    assert said["bin/agent-tool"] == "tool", said  # the folder is really shown
+    if backend == "none":  # the control: unsealed, the agent is the worker (root)
+        assert token in said[".npmrc"] and made == 0
+        return
+    assert said[".npmrc"].startswith("blocked"), said
+    assert made == 65534  # on the host too, what it writes is uid 65534's, not root's

@@ -119,6 +119,27 @@ ETC_FILES = {
 }
 
 
+def own_door(socket_path: str) -> None:
+    """Only the agent user may connect: no other local user reaches the model endpoint (and
+    the gateway's credential) through the door. Without root, open it up instead."""
+    try:
+        os.chown(socket_path, AGENT_UID, AGENT_UID)
+    except PermissionError:
+        os.chmod(socket_path, 0o666)
+
+
+def give_to_agent(job: AgentJob) -> None:
+    """Before a run whose agent is the host's uid AGENT_UID: its door, profile and workspace
+    become its own (never following a link out of them; they are fresh copies)."""
+    from evalq.graders.sandbox.docker import _make_writable_by_sandbox
+
+    if job.door_socket:
+        own_door(job.door_socket)
+    _make_writable_by_sandbox(job.profile_root, AGENT_UID)
+    if job.profile_root not in job.workspace.parents:
+        _make_writable_by_sandbox(job.workspace, AGENT_UID)
+
+
 @lru_cache(maxsize=1)
 def etc_dir() -> Path:
     """A folder of this worker process with the generated /etc files, each mounted read-only
