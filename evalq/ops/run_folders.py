@@ -17,6 +17,7 @@ from typing import Optional
 
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.safe_read import read_left
+from evalq.workers.profile import unmount
 
 log = logging.getLogger("evalq.janitor")
 
@@ -62,6 +63,8 @@ def sweep_run_folders(runs_dir: Path) -> int:
     host, removed = socket.gethostname(), 0
     for folder in runs_dir.glob(PATTERN):
         if folder.is_dir() and not folder.is_symlink() and _orphaned(folder, host):
+            if os.path.ismount(folder):  # a run's size-capped tmpfs (workers/profile.py)
+                unmount(folder)
             remove_tree(folder)  # however deep a tree the agent left (rmtree recurses)
             removed += not folder.exists()
     if removed:

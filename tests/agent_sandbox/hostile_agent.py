@@ -126,6 +126,10 @@ def main():
         except OSError as exc:
             results[f"write_{label}"] = f"blocked: {exc}"
 
+    # -- the host's disk: how much the workspace's file system would take (no need to fill it)
+    stats = os.statvfs(workspace)
+    results["disk_bytes"] = stats.f_blocks * stats.f_frsize
+
     # -- processes that outlive the run: setsid, and a double fork with setsid
     token = canaries["process"]
     subprocess.Popen(["setsid", "/bin/sh", "-c", f"sleep 600; : {token}-setsid"],

@@ -297,6 +297,14 @@ def test_nothing_was_written_outside_the_workspace(study):
     assert not list(study["worker_home"].glob("pwned-*"))
 
 
+def test_the_workspace_cannot_fill_the_hosts_disk(study):
+    """Its file system is the run's own tmpfs of DEFAULT_DISK_MB, not EVALQ_HOME's disk (the
+    runner makes every profile so, unsealed ones too)."""
+    from evalq.workers.sandbox.base import DEFAULT_DISK_MB
+
+    assert study["said"]["disk_bytes"] <= DEFAULT_DISK_MB * 1024 * 1024, study["said"]
+
+
 def test_no_process_outlived_the_run(study):
     if study["backend"] == "none":
         assert len(study["processes_left"]) == 2, study["processes_left"]

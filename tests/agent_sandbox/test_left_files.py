@@ -8,6 +8,7 @@ host file may be read through them, and nothing may block or run unbounded.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -49,12 +50,12 @@ def bounded(func, *args):
 
 
 def agent_run(tmp_path: Path, backend: str, code: str, *, credential_env: list | None = None,
-              before=None):
+              before=None, disk_mb: int | None = None):
     """Run `python3 -c code OUTPUT_DIR` as a `command` agent sealed in `backend`, through the
     adapter's own run (sandbox, parse, redaction); returns (ctx, result)."""
     fixture = load_fixture(copy_fixture("py-slugify-bugfix", tmp_path / "fx"))
     home = tmp_path / "home"
-    profile = new_profile(home / "runs")
+    profile = new_profile(home / "runs", disk_mb=disk_mb)
     materialize(fixture, profile.workspace)
     if before is not None:
         before(profile)
@@ -213,7 +214,43 @@ def test_the_run_folder_sweep_survives_what_the_agent_made_of_its_folder(tmp_pat
     finally:
         ctx.profile.cleanup()
     code = OWNER_DEAD_DEEP.replace("HOST", repr(socket.gethostname()))
-    ctx, result = agent_run(tmp_path / "deep", backend, code, before=lambda p: record_owner(p.root))
+    ctx, result = agent_run(tmp_path / "deep", backend, code, before=lambda p: record_owner(p.root),
+                            disk_mb=16)
     assert result.exit_code == 0, result.stderr
+    assert ctx.profile.capped and os.path.ismount(ctx.profile.root)  # as the runner makes it
     assert bounded(sweep_run_folders, ctx.profile.root.parent) == 1
+    assert not ctx.profile.root.exists()
+
+
+FILL_THE_DISK = """
+import os
+written, error = 0, None
+chunk = os.urandom(1024 * 1024)
+try:
+    for i in range(200):  # 200 MB in 1 MB files: no per-file limit is hit
+        with open(f"fill-{i}.bin", "wb") as f:
+            f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        written += len(chunk)
+except OSError as exc:
+    error = exc.strerror
+print("WROTE", written, error)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_profile_holds_no_more_than_its_disk_cap(tmp_path, backend):
+    """File after file, each under the per-file limit, stops at the profile's total cap
+    (a tmpfs of its own), never at the host's full disk."""
+    ctx, result = agent_run(tmp_path, backend, FILL_THE_DISK, disk_mb=32)
+    try:
+        assert ctx.profile.capped
+        line = result.stdout.decode().split("WROTE", 1)[1].split()
+        written = int(line[0])
+        assert written <= 32 * 1024 * 1024 and "No space" in " ".join(line[1:]), line
+        on_host = sum(p.stat().st_size for p in ctx.workspace.glob("fill-*"))
+        assert written <= on_host <= 32 * 1024 * 1024  # (the last file, cut short, too)
+    finally:
+        ctx.profile.cleanup()
     assert not ctx.profile.root.exists()

@@ -40,6 +40,8 @@ DEFAULT_MEMORY_MB = 4096
 DEFAULT_PIDS = 512
 DEFAULT_CPUS = 2.0
 DEFAULT_FILE_MB = 1024
+#: the most an agent run may write in all to its profile (workspace, home, logs): its tmpfs
+DEFAULT_DISK_MB = 2048
 #: what a sealed agent finds in its credential variables: the real key stays outside
 
 
