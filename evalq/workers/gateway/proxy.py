@@ -92,6 +92,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
                     path=request.raw_path.split("?", 1)[0][:2048])
     ledger = Ledger(gateway, run, record)
+    held = False
     task = asyncio.current_task()
     run.in_flight.add(task)
     try:
@@ -114,6 +115,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
         record.retry = run.seen_before(request.method, url, body)
         if record.wire is not None:
+            held = await take_place(run)
             reason = run.meter.admit()
             if reason is not None:
                 raise Refused(429, "budget_exhausted", reason, run.meter.budget_name(reason))
@@ -126,8 +128,26 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.error = record.error or "the run was closed while this request was in flight"
         raise
     finally:
-        ledger.finish()
+        ledger.finish()  # charged before the place is given up: the next admit sees it
+        if held:
+            run.model_calls.release()
         run.in_flight.discard(task)
+
+
+async def take_place(run: "GatewayRun") -> bool:
+    """Wait for a place among the run's budgeted model calls in flight (run.py); whether one
+    was taken (a run without a token or cost budget has no such limit)."""
+    if run.model_calls is None:
+        return False
+    if run.model_calls.locked():
+        run.waiting.add("model", 1)
+        try:
+            await run.model_calls.acquire()
+        finally:
+            run.waiting.add("model", -1)
+    else:
+        await run.model_calls.acquire()
+    return True
 
 
 async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseRequest,

@@ -6,6 +6,7 @@ The gateway's loop thread writes; the worker's threads read `records()`, `totals
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -14,9 +15,15 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evalq.workers.gateway.budgets import BudgetMeter, RunBudgets
 from evalq.workers.gateway.records import Record, totals
+from evalq.workers.gateway.slots import Waiters
 from evalq.workers.gateway.upstreams import Upstream
 
 log = logging.getLogger("evalq.gateway")
+#: model calls of one run in flight at once when it has a token or cost budget. Those budgets
+#: are only charged once a reply is in, so every call admitted meanwhile can overshoot them:
+#: unbounded, a run firing 500 calls at once spends 500 calls' worth past its budget. The
+#: rest wait (not refused) and are admitted, or refused, once earlier ones are charged.
+MAX_IN_FLIGHT_BUDGETED = 4
 
 
 class GatewayRun:
@@ -43,6 +50,11 @@ class GatewayRun:
                               reverse=True)
         self.concurrency = concurrency
         self.meter = BudgetMeter(budgets)
+        budgeted = budgets.max_tokens is not None or budgets.max_cost_usd is not None
+        self.model_calls: Optional[asyncio.Semaphore] = \
+            asyncio.Semaphore(MAX_IN_FLIGHT_BUDGETED) if budgeted else None
+        #: model calls waiting for one of those places (tests wait for a count)
+        self.waiting = Waiters()
         self.on_exhausted = on_exhausted
         #: Why the run may make no more model calls (a budget spent), or None.
         self.exhausted: Optional[str] = None

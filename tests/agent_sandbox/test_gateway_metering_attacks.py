@@ -1,10 +1,15 @@
-"""Metering cannot be dodged by hanging up: an agent in a real sandbox (bwrap, docker) reads a
+"""Budgets the gateway enforces cannot be dodged from inside a sandbox.
+
+Hanging up: an agent in a real sandbox (bwrap, docker) reads a
 streamed reply through its door until the text is in, then closes the connection and exits,
 before the provider's last event, which alone carries the output count. The provider bills
 the whole reply, so the gateway must still meter it, and the run's token budget must hold;
 and a stream the provider itself cuts short leaves a token budget unenforceable: spent.
 
-The provider is a loopback server of this test. Once the sandbox has ended it sends the rest
+Firing many model calls at once: a token or cost budget is charged only when a reply is in,
+so every call admitted before that overshoots it; at most MAX_IN_FLIGHT_BUDGETED are.
+
+The hang-up's provider is a loopback server of this test. Once the sandbox has ended it sends the rest
 of the stream: 32 MB of SSE comments (more than socket buffers hold, so it cannot be sent
 unless the gateway goes on reading) and then the events with the usage.
 """
@@ -147,5 +152,78 @@ def test_hanging_up_before_the_usage_event_does_not_dodge_the_meter(tmp_path, ba
     finally:
         gateway.close()
         provider.close()
+        profile.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+PARALLEL = r"""
+import json, sys, threading, urllib.request, urllib.error
+url, n = sys.argv[1], int(sys.argv[2])
+codes = []
+def call():
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 1000,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = urllib.request.Request(url + "/v1/messages", data=body, method="POST",
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            codes.append(r.status)
+    except urllib.error.HTTPError as e:
+        codes.append(e.code)
+threads = [threading.Thread(target=call) for _ in range(n)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("CODES", json.dumps(sorted(codes)))
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_many_model_calls_at_once_overshoot_a_token_budget_by_a_few_at_most(tmp_path, backend):
+    from evalq.modelserver import ModelServer
+    from evalq.modelserver.script import parse_script
+    from evalq.workers.gateway.run import MAX_IN_FLIGHT_BUDGETED
+    from evalq.workers.sandbox import DOOR_PORT
+
+    calls, gate = 16, threading.Event()
+    script = parse_script({"fallback": {"text": "ok", "usage": {
+        "input_tokens": 600, "output_tokens": 400, "cache_read_tokens": 0}}})
+    folder = Path(tempfile.mkdtemp(prefix="evalq-burst-", dir="/tmp"))
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    gateway = Gateway()
+    out: dict = {}
+    try:
+        with ModelServer(script, gate=gate) as server:
+            run = gateway.open_run("burst", folder / "door.sock", [Upstream(server.url)],
+                                   budgets=RunBudgets(max_tokens=1000))  # one call's worth
+            limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                                   output_limit_bytes=1_000_000, disk_mb=64)
+            job = AgentJob(argv=["/usr/bin/python3", "-c", PARALLEL,
+                                 f"http://127.0.0.1:{DOOR_PORT}", str(calls)],
+                           env=profile.env, workspace=profile.workspace,
+                           profile_root=profile.root, limits=limits,
+                           door_socket=str(run.socket_path), label="burst")
+            agent = threading.Thread(target=lambda: out.update(
+                done=get_agent_sandbox(backend).run(job)), daemon=True)
+            agent.start()
+            try:
+                # the first few reach the provider; the rest wait in the gateway
+                assert server.wait_in_flight(MAX_IN_FLIGHT_BUDGETED)
+                assert run.waiting.wait_for("model", calls - MAX_IN_FLIGHT_BUDGETED, 30), \
+                    f"{server.in_flight} calls reached the provider at once"
+                assert server.in_flight == MAX_IN_FLIGHT_BUDGETED
+            finally:
+                gate.set()
+                agent.join(60)
+            reached = len(server.exchanges)
+        done = out["done"]
+        assert done.exit_code == 0, done.stderr
+        codes = json.loads(done.stdout.decode().split("CODES", 1)[1])
+        # those in flight were let finish; once charged, every waiting one was refused
+        assert reached == MAX_IN_FLIGHT_BUDGETED and server.max_in_flight == reached
+        assert codes == [200] * reached + [429] * (calls - reached), codes
+        assert run.exhausted.startswith("tokens budget spent"), run.exhausted
+    finally:
+        gateway.close()
         profile.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
