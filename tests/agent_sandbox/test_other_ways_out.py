@@ -51,6 +51,14 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
             pass
 said["proc_root"] = found
 said["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+etc = ""
+for name in ("resolv.conf", "hosts", "hostname", "passwd", "group"):
+    try:
+        with open("/etc/" + name) as handle:
+            etc += handle.read()
+    except OSError:
+        pass
+said["etc"] = etc
 print(json.dumps(said))
 '''
 
@@ -123,6 +131,12 @@ def test_no_way_out_but_the_door(tmp_path, backend):
     assert all(said[k].startswith("blocked") for k in ("abstract", "ipv6")), said
     assert said["docker_socket"] == [] and said["proc_root"] == [], said
     assert said["fds"] == [0, 1, 2, 3], said  # stdio, and the listing of /proc/self/fd itself
+    # the host's name servers, search domains, users and host names are not the agent's
+    host_lines = [l.strip() for name in ("resolv.conf", "hosts", "passwd")
+                  for l in Path("/etc", name).read_text().splitlines()
+                  if l.strip() and not l.startswith("#") and "localhost" not in l
+                  and not l.startswith(("root:", "nobody:"))]
+    assert host_lines and not [l for l in host_lines if l in said["etc"]], said["etc"]
 
 
 READ_PREFIX = r'''

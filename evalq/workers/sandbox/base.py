@@ -118,6 +118,8 @@ ETC_FILES = {
     "group": f"root:x:0:\nagent:x:{AGENT_UID}:\n",
     "hosts": "127.0.0.1 localhost\n::1 localhost\n",
     "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    # else Docker puts a copy of the host's own there (its name servers and search domains)
+    "resolv.conf": "# no name servers: the only way out is the model gateway's door\n",
 }
 
 
