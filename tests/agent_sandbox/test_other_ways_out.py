@@ -186,3 +186,36 @@ def test_root_only_files_in_what_the_agent_is_shown_stay_unreadable(tmp_path, ba
         return
     assert said[".npmrc"].startswith("blocked"), said
     assert made == 65534  # on the host too, what it writes is uid 65534's, not root's
+
+
+SCRATCH = r'''
+import json, multiprocessing, os
+said = {}
+for path in ("/tmp", "/dev/shm"):
+    stats = os.statvfs(path)
+    with open(os.path.join(path, "x"), "w") as handle:
+        handle.write("x")
+    said[path] = stats.f_blocks * stats.f_frsize
+multiprocessing.Lock()  # a POSIX semaphore: a file in /dev/shm
+print(json.dumps(said))
+'''
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
+    """/tmp and /dev/shm are writable by the agent (uid 65534: a POSIX semaphore works) and
+    no larger than its disk allowance, not half the host's memory."""
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                           output_limit_bytes=1_000_000, disk_mb=64)
+    try:
+        done = get_agent_sandbox(backend).run(AgentJob(
+            argv=["/usr/bin/python3", "-c", SCRATCH], env=profile.env,
+            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            label="scratch"))
+    finally:
+        profile.cleanup()
+    assert done.exit_code == 0, done.stderr.decode()
+    said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert all(size <= 64 * 1024 * 1024 for size in said.values()), said

@@ -66,6 +66,12 @@ def _folders_above(binds: list[tuple[str, str, str]]) -> list[str]:
     return found
 
 
+def _scratch(path: str, job: AgentJob) -> list[str]:
+    """A fresh tmpfs anyone may write (sticky, as in Docker) of the disk allowance: unsized, it
+    would be half the host's memory, and without a cgroup nothing else would bound it."""
+    return ["--perms", "1777", "--size", str(job.limits.disk_mb * 1024 * 1024), "--tmpfs", path]
+
+
 def bwrap_options(job: AgentJob) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom."""
     # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
@@ -76,7 +82,8 @@ def bwrap_options(job: AgentJob) -> list[str]:
         "--unshare-all", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--cap-drop", "ALL"]
     options = [*identity, "--die-with-parent", "--new-session", *pid1,
                "--hostname", "evalq-agent", *host_toolchain_binds(),
-               "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+               "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
+               *_scratch("/dev/shm", job)]
     binds = [("--ro-bind-try", path, path) for path in ETC_FILES
              if os.path.basename(path) not in GENERATED]
     binds += [("--ro-bind", str(etc_dir() / name), f"/etc/{name}") for name in GENERATED]
