@@ -17,6 +17,7 @@ unless the gateway goes on reading) and then the events with the usage.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -223,6 +224,84 @@ def test_many_model_calls_at_once_overshoot_a_token_budget_by_a_few_at_most(tmp_
         assert reached == MAX_IN_FLIGHT_BUDGETED and server.max_in_flight == reached
         assert codes == [200] * reached + [429] * (calls - reached), codes
         assert run.exhausted.startswith("tokens budget spent"), run.exhausted
+    finally:
+        gateway.close()
+        profile.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+FLOOD = r"""
+import socket
+held = []
+for _ in range(1000):  # straight to the door's socket, past the launcher's threads
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("/run/evalq/door.sock")
+    except OSError:
+        break
+    held.append(s)
+with open("ready", "w") as f:
+    f.write(str(len(held)))
+with open("go") as f:  # hold them until the test has looked
+    f.read()
+"""
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_a_flood_of_connections_to_the_door_cannot_starve_other_runs(tmp_path, backend):
+    """One gateway serves every run of a worker: its file descriptors are shared. An agent
+    holding 1,000 connections to its door keeps at most MAX_CONNECTIONS_PER_RUN of them, and
+    another run on the same gateway is served meanwhile."""
+    from evalq.modelserver import ModelServer
+    from evalq.modelserver.script import parse_script
+    from evalq.workers.gateway.gateway import MAX_CONNECTIONS_PER_RUN
+    from evalq.workers.gateway.unix_client import UnixConnection
+
+    script = parse_script({"fallback": {"text": "ok", "usage": {"input_tokens": 1,
+                                                                "output_tokens": 1}}})
+    folder = Path(tempfile.mkdtemp(prefix="evalq-flood-", dir="/tmp"))
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    for name in ("ready", "go"):
+        os.mkfifo(profile.workspace / name)
+    gateway, out = Gateway(), {}
+    try:
+        with ModelServer(script) as server:
+            flooded = gateway.open_run("flood", folder / "a.sock", [Upstream(server.url)])
+            other = gateway.open_run("other", folder / "b.sock", [Upstream(server.url)])
+            before = _fds()
+            limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                                   output_limit_bytes=1_000_000, disk_mb=64)
+            job = AgentJob(argv=["/usr/bin/python3", "-c", FLOOD], env=profile.env,
+                           workspace=profile.workspace, profile_root=profile.root,
+                           limits=limits, door_socket=str(flooded.socket_path), label="flood")
+            agent = threading.Thread(target=lambda: out.update(
+                done=get_agent_sandbox(backend).run(job)), daemon=True)
+            agent.start()
+            try:
+                with open(profile.workspace / "ready") as ready:  # the agent holds them now
+                    connected = int(ready.read())
+                statuses = []
+                for _ in range(2):  # (the gateway's loop also closes what it refused)
+                    conn = UnixConnection(str(other.socket_path))
+                    conn.request("GET", "/v1/models")
+                    statuses.append(conn.getresponse().status)
+                    conn.close()
+                held = len(flooded.http_server.open)
+                grown = _fds() - before
+            finally:
+                with open(profile.workspace / "go", "w"):
+                    pass
+                agent.join(60)
+        assert out["done"].exit_code == 0, out["done"].stderr
+        assert connected == 1000  # the agent's connect() succeeded; the gateway hung up
+        assert held <= MAX_CONNECTIONS_PER_RUN and grown <= MAX_CONNECTIONS_PER_RUN + 16, \
+            (held, grown)
+        assert statuses == [200, 200]
     finally:
         gateway.close()
         profile.cleanup()

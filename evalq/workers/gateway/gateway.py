@@ -32,6 +32,32 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
 
 
+#: connections one run may hold open at once. They are this worker's file descriptors, shared
+#: by every run it serves: without a bound, one agent opening connections to its door until
+#: its own fd limit (inherited: often tens of thousands) would starve all the others.
+MAX_CONNECTIONS_PER_RUN = 64
+
+
+class RunServer(web.Server):
+    """aiohttp's server for one run's socket, closing connections past `limit` at once."""
+
+    def __init__(self, *args: Any, limit: int = MAX_CONNECTIONS_PER_RUN, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.limit = limit
+        self.open: set = set()
+
+    def connection_made(self, handler, transport) -> None:
+        if len(self.open) >= self.limit:
+            transport.close()
+            return
+        self.open.add(handler)
+        super().connection_made(handler, transport)
+
+    def connection_lost(self, handler, exc: Optional[BaseException] = None) -> None:
+        self.open.discard(handler)
+        super().connection_lost(handler, exc)
+
+
 def _origin(upstream: Union[str, Upstream]) -> str:
     return (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
 
@@ -114,7 +140,7 @@ class Gateway:
                 raise FileExistsError(f"{path} exists and is not a socket; give the run a "
                                       "fresh socket path")
             path.unlink()
-        server = web.Server(functools.partial(handle, self, run), access_log=None)
+        server = RunServer(functools.partial(handle, self, run), access_log=None)
         listener = await self.loop.create_unix_server(server, str(path))
         os.chmod(path, mode)
         run.http_server, run.listener = server, listener
