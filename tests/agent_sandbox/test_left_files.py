@@ -254,3 +254,44 @@ def test_the_profile_holds_no_more_than_its_disk_cap(tmp_path, backend):
     finally:
         ctx.profile.cleanup()
     assert not ctx.profile.root.exists()
+
+
+SWAP_WORKSPACE = """
+import os
+workspace = os.getcwd()
+os.chdir("/")
+os.rename(workspace, workspace + ".mine")
+os.symlink(HOST, workspace)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_workspace_swapped_for_a_link_is_not_collected_through_it(tmp_path, backend,
+                                                                    monkeypatch):
+    """The workspace is a folder in the agent's read-write profile: it can put a symlink to
+    any host folder in its place (the fixture's reference solution, the folder of the
+    secrets file). What evalq then archives, diffs, grades and redacts in place must not be
+    that folder."""
+    from evalq.fixtures.archive import pack_workspace, unpack_workspace
+
+    key = "sk-ant-swapped-workspace-0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    host = tmp_path / "host-only"
+    host.mkdir()
+    (host / "answer.py").write_text("evalq-canary-reference-solution\n")
+    (host / "secrets.env").write_text(f"ANTHROPIC_API_KEY={key}\n")
+    code = SWAP_WORKSPACE.replace("HOST", repr(str(host)))
+    ctx, result = agent_run(tmp_path / "run", backend, code,
+                            credential_env=["ANTHROPIC_API_KEY"])
+    try:
+        assert result.exit_code == 0, result.stderr
+        assert (ctx.profile.root / "workspace.mine").is_dir()  # the swap was made
+        assert ctx.workspace.is_dir() and not ctx.workspace.is_symlink()
+        unpacked = tmp_path / "unpacked"
+        unpack_workspace(pack_workspace(ctx.workspace), unpacked)
+        assert list(unpacked.iterdir()) == []  # the agent left no workspace of its own
+        # and the host folder was neither collected nor rewritten by the redaction
+        assert (host / "secrets.env").read_text() == f"ANTHROPIC_API_KEY={key}\n"
+        assert sorted(p.name for p in host.iterdir()) == ["answer.py", "secrets.env"]
+    finally:
+        ctx.profile.cleanup()
