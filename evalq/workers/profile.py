@@ -22,6 +22,8 @@ from evalq.graders.sandbox.scratch import MNT_DETACH, MS_NODEV, MS_NOSUID, _libc
 
 #: the source name of profile tmpfs mounts (how a sweep knows them)
 PROFILE_SOURCE = "evalq-run"
+#: files and folders a capped profile may hold (an archive carries 100,000 entries at most)
+PROFILE_INODES = 400_000
 
 #: Variables an agent process gets from evalq itself; nothing else of the worker's environment.
 BASE_ENV = {
@@ -56,11 +58,13 @@ class Profile:
                                                       self.root, "; ".join(left))
 
 
-def cap_folder(folder: Path, disk_mb: int) -> bool:
-    """Mount a tmpfs of `disk_mb` on the empty `folder` (root only); whether it was."""
+def cap_folder(folder: Path, disk_mb: int, inodes: int = PROFILE_INODES) -> bool:
+    """Mount a tmpfs of `disk_mb` and `inodes` on the empty `folder` (root only); whether
+    it was. Empty files cost no bytes, but each is an inode and a dentry of kernel memory
+    (not charged to a cgroup v1 memory limit): without a count, millions of them could be."""
     if os.geteuid() != 0:
         return False
-    options = f"size={int(disk_mb)}m,mode=0700".encode()
+    options = f"size={int(disk_mb)}m,nr_inodes={int(inodes)},mode=0700".encode()
     return _libc().mount(PROFILE_SOURCE.encode(), str(folder).encode(), b"tmpfs",
                          MS_NOSUID | MS_NODEV, options) == 0
 
@@ -72,13 +76,13 @@ def unmount(folder: Path) -> None:
 
 def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None = None,
                 path_prefix: list[str] | None = None,
-                disk_mb: int | None = None) -> Profile:
+                disk_mb: int | None = None, inodes: int = PROFILE_INODES) -> Profile:
     """Make a new run root with home/, tmp/, logs/ and an empty workspace path beside them;
     with `disk_mb`, the root is a tmpfs of that size (as root; else uncapped, and logged)."""
     if base_dir is not None:
         base_dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="evalq-run-", dir=base_dir))
-    capped = disk_mb is not None and cap_folder(root, disk_mb)
+    capped = disk_mb is not None and cap_folder(root, disk_mb, inodes)
     if disk_mb is not None and not capped:
         logging.getLogger("evalq.worker").warning(
             "profile %s has no total disk cap (a tmpfs mount needs root)", root)

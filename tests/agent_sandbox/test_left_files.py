@@ -50,12 +50,13 @@ def bounded(func, *args):
 
 
 def agent_run(tmp_path: Path, backend: str, code: str, *, credential_env: list | None = None,
-              before=None, disk_mb: int | None = None):
+              before=None, disk_mb: int | None = None, inodes: int | None = None):
     """Run `python3 -c code OUTPUT_DIR` as a `command` agent sealed in `backend`, through the
     adapter's own run (sandbox, parse, redaction); returns (ctx, result)."""
     fixture = load_fixture(copy_fixture("py-slugify-bugfix", tmp_path / "fx"))
     home = tmp_path / "home"
-    profile = new_profile(home / "runs", disk_mb=disk_mb)
+    profile = new_profile(home / "runs", disk_mb=disk_mb,
+                          **({"inodes": inodes} if inodes is not None else {}))
     materialize(fixture, profile.workspace)
     if before is not None:
         before(profile)
@@ -293,5 +294,29 @@ def test_a_workspace_swapped_for_a_link_is_not_collected_through_it(tmp_path, ba
         # and the host folder was neither collected nor rewritten by the redaction
         assert (host / "secrets.env").read_text() == f"ANTHROPIC_API_KEY={key}\n"
         assert sorted(p.name for p in host.iterdir()) == ["answer.py", "secrets.env"]
+    finally:
+        ctx.profile.cleanup()
+
+
+MANY_FILES = """
+import os
+made, error = 0, None
+try:
+    for i in range(20000):
+        open(f"empty-{i}", "w").close()
+        made += 1
+except OSError as exc:
+    error = exc.strerror
+print("MADE", made, error)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_profile_holds_no_more_files_than_its_inode_cap(tmp_path, backend):
+    """Empty files take no bytes: the count of files is capped apart (kernel memory)."""
+    ctx, result = agent_run(tmp_path, backend, MANY_FILES, disk_mb=32, inodes=5000)
+    try:
+        made, *error = result.stdout.decode().split("MADE", 1)[1].split(maxsplit=1)
+        assert int(made) < 5000 and "No space" in error[0], (made, error)
     finally:
         ctx.profile.cleanup()
