@@ -306,3 +306,50 @@ def test_a_flood_of_connections_to_the_door_cannot_starve_other_runs(tmp_path, b
         gateway.close()
         profile.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+HAMMER = r"""
+import http.client, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+codes = {}
+for _ in range(int(sys.argv[2])):  # refused by the gateway itself: thousands a second
+    try:
+        conn.request("POST", "/v1/batches", body="{}", headers={"content-type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        codes[response.status] = codes.get(response.status, 0) + 1
+    except (OSError, http.client.HTTPException):
+        conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+print("CODES", codes)
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_a_request_loop_cannot_grow_the_gateways_records_without_bound(tmp_path, backend,
+                                                                       monkeypatch):
+    """Every request through the door is a record in the worker's memory; past
+    MAX_REQUESTS_PER_RUN (200 here) none is served or kept, and the run is stopped."""
+    from evalq.workers.gateway import run as gateway_run
+    from evalq.workers.sandbox import DOOR_PORT
+
+    monkeypatch.setattr(gateway_run, "MAX_REQUESTS_PER_RUN", 200)
+    folder = Path(tempfile.mkdtemp(prefix="evalq-loop-", dir="/tmp"))
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    gateway = Gateway()
+    try:
+        run = gateway.open_run("loop", folder / "door.sock", [Upstream("http://127.0.0.1:9")])
+        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                               output_limit_bytes=1_000_000, disk_mb=64)
+        done = get_agent_sandbox(backend).run(AgentJob(
+            argv=["/usr/bin/python3", "-c", HAMMER, str(DOOR_PORT), "1000"], env=profile.env,
+            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            door_socket=str(run.socket_path), label="loop"))
+        assert done.exit_code == 0, done.stderr
+        assert b"CODES {403: 200, 429: 800}" in done.stdout, done.stdout
+        assert len(run.records()) == 200
+        assert run.exhausted == "requests through the door over 200"
+    finally:
+        gateway.close()
+        profile.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -89,6 +89,9 @@ class Ledger:
 
 async def handle(gateway: "Gateway", run: "GatewayRun",
                  request: web.BaseRequest) -> web.StreamResponse:
+    if run.over_cap():
+        return error_response(429, "too_many_requests", "this run has sent more requests "
+                              "through its door than any run may; no more are served")
     record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
                     path=request.raw_path.split("?", 1)[0][:2048])
     ledger = Ledger(gateway, run, record)

@@ -24,6 +24,11 @@ log = logging.getLogger("evalq.gateway")
 #: unbounded, a run firing 500 calls at once spends 500 calls' worth past its budget. The
 #: rest wait (not refused) and are admitted, or refused, once earlier ones are charged.
 MAX_IN_FLIGHT_BUDGETED = 4
+#: requests one run may send through its door. Each is a Record kept in the worker's memory
+#: (and a digest for retries); the gateway answers refused ones itself at thousands a second,
+#: so without a bound an agent looping on a refusal for an hour would exhaust the worker
+#: that holds every other run. Past it, nothing more is served and the run is stopped.
+MAX_REQUESTS_PER_RUN = 20_000
 
 
 class GatewayRun:
@@ -65,6 +70,7 @@ class GatewayRun:
         self._records: list[Record] = []
         self._seen: set[bytes] = set()
         self._count = 0
+        self._arrived = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ read by the worker
@@ -91,6 +97,16 @@ class GatewayRun:
         with self._lock:
             self._count += 1
             return self._count
+
+    def over_cap(self) -> bool:
+        """Whether this request is past MAX_REQUESTS_PER_RUN (then it is neither served nor
+        recorded, and the run is stopped, once)."""
+        with self._lock:
+            self._arrived += 1
+            over = self._arrived > MAX_REQUESTS_PER_RUN
+        if over:
+            self.spend(f"requests through the door over {MAX_REQUESTS_PER_RUN}")
+        return over
 
     def seen_before(self, method: str, path: str, body: bytes) -> bool:
         digest = hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + body).digest()
