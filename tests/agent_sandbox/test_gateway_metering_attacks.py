@@ -353,3 +353,42 @@ def test_a_request_loop_cannot_grow_the_gateways_records_without_bound(tmp_path,
         gateway.close()
         profile.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+MALFORMED = r"""
+import socket, sys
+for _ in range(int(sys.argv[1])):  # each one a fresh connection with a request aiohttp rejects
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/evalq/door.sock")
+    s.sendall(b"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n")
+    s.recv(65536)
+    s.close()
+print("SENT")
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_malformed_requests_in_a_loop_do_not_flood_the_workers_log(tmp_path, backend, caplog):
+    from evalq.workers.gateway.gateway import MAX_LOGGED_ERRORS_PER_RUN
+
+    folder = Path(tempfile.mkdtemp(prefix="evalq-bad-", dir="/tmp"))
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    gateway = Gateway()
+    try:
+        run = gateway.open_run("bad", folder / "door.sock", [Upstream("http://127.0.0.1:9")])
+        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
+                               output_limit_bytes=1_000_000, disk_mb=64)
+        with caplog.at_level("DEBUG"):
+            done = get_agent_sandbox(backend).run(AgentJob(
+                argv=["/usr/bin/python3", "-c", MALFORMED, "300"], env=profile.env,
+                workspace=profile.workspace, profile_root=profile.root, limits=limits,
+                door_socket=str(run.socket_path), label="bad"))
+            run.close()  # (every connection's handler has run)
+        assert done.exit_code == 0 and b"SENT" in done.stdout, done.stderr
+        logged = [r for r in caplog.records if "Error handling request" in r.getMessage()]
+        assert 1 <= len(logged) <= MAX_LOGGED_ERRORS_PER_RUN, len(logged)
+    finally:
+        gateway.close()
+        profile.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -58,6 +58,28 @@ class RunServer(web.Server):
         super().connection_lost(handler, exc)
 
 
+#: aiohttp's own errors (malformed requests, mostly) logged per run; the rest are dropped
+MAX_LOGGED_ERRORS_PER_RUN = 5
+
+
+class FewErrors(logging.LoggerAdapter):
+    """aiohttp's logger for one run's connections: its first few errors are logged, then none.
+    A malformed request never reaches the handler (no Record, no request cap), and aiohttp
+    logs a traceback for each: an agent sending them in a loop would write thousands a
+    second to the worker's log, until its disk is full."""
+
+    def __init__(self, run_id: str, limit: int = MAX_LOGGED_ERRORS_PER_RUN):
+        super().__init__(log, {})
+        self.run_id, self.left = run_id, limit
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level) or self.left <= 0:
+            return
+        self.left -= 1
+        suffix = "; later ones are not logged" if self.left == 0 else ""
+        super().log(level, f"run {self.run_id}: {msg}{suffix}", *args, **kwargs)
+
+
 def _origin(upstream: Union[str, Upstream]) -> str:
     return (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
 
@@ -140,7 +162,8 @@ class Gateway:
                 raise FileExistsError(f"{path} exists and is not a socket; give the run a "
                                       "fresh socket path")
             path.unlink()
-        server = RunServer(functools.partial(handle, self, run), access_log=None)
+        server = RunServer(functools.partial(handle, self, run), access_log=None,
+                           logger=FewErrors(run.run_id))
         listener = await self.loop.create_unix_server(server, str(path))
         os.chmod(path, mode)
         run.http_server, run.listener = server, listener
