@@ -11,15 +11,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 from pathlib import Path
 from typing import Optional
+
+from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.safe_read import read_left
+from evalq.workers.profile import unmount
 
 log = logging.getLogger("evalq.janitor")
 
 OWNER_FILE = ".evalq-owner.json"
 PATTERN = "evalq-run-*"
+MAX_OWNER_BYTES = 4096
 
 
 def process_start(pid: int) -> Optional[str]:
@@ -39,10 +43,12 @@ def record_owner(folder: Path) -> None:
 
 
 def _orphaned(folder: Path, host: str) -> bool:
+    # the folder is the agent's sandbox: its owner file may be a FIFO, a link or huge by now
+    raw = read_left(folder, folder / OWNER_FILE, MAX_OWNER_BYTES)
     try:
-        owner = json.loads((folder / OWNER_FILE).read_text())
+        owner = json.loads(raw) if raw is not None else None
         pid, start = int(owner["pid"]), owner.get("start")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return False  # no owner recorded (yet, or an older evalq): not ours to judge
     if owner.get("host") != host:
         return False
@@ -57,7 +63,9 @@ def sweep_run_folders(runs_dir: Path) -> int:
     host, removed = socket.gethostname(), 0
     for folder in runs_dir.glob(PATTERN):
         if folder.is_dir() and not folder.is_symlink() and _orphaned(folder, host):
-            shutil.rmtree(folder, ignore_errors=True)
+            if os.path.ismount(folder):  # a run's size-capped tmpfs (workers/profile.py)
+                unmount(folder)
+            remove_tree(folder)  # however deep a tree the agent left (rmtree recurses)
             removed += not folder.exists()
     if removed:
         log.warning("removed %d run folder(s) of killed trials under %s", removed, runs_dir)

@@ -10,9 +10,13 @@ from evalq.treewalk import walk
 MAX_DIFF_CHARS = 2_000_000
 
 
-def _files(root: Path) -> dict[str, Path]:
-    """Regular files (no link, FIFO or device: reading those could hang or leave the tree)."""
-    return {e.name: Path(e.path) for e in walk(root) if e.is_regular}
+def _files(root: Path, single_links: bool = False) -> dict[str, Path]:
+    """Regular files (no link, FIFO or device: reading those could hang or leave the tree).
+    With `single_links` (the agent's tree), only those the workspace archive carries: a hard
+    link is dropped there, and a thousand links to one huge sparse file would be read here a
+    thousand times, past every size limit."""
+    return {e.name: Path(e.path) for e in walk(root)
+            if e.is_regular and (not single_links or e.st.st_nlink == 1)}
 
 
 def _text(path: Path | None) -> list[str] | None:
@@ -25,7 +29,7 @@ def _text(path: Path | None) -> list[str] | None:
 
 
 def workspace_diff(before: Path, after: Path) -> str:
-    old, new = _files(before), _files(after)
+    old, new = _files(before), _files(after, single_links=True)
     chunks: list[str] = []
     size = 0
     for rel in sorted(set(old) | set(new)):

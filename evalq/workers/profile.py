@@ -2,6 +2,11 @@
 
 No two runs share any of these directories, so nothing an agent writes into its profile is
 visible to the next run (SPEC R1).
+
+The profile (workspace included) is the one place a sealed agent writes to the host, and a
+per-file size limit does not bound file after file: as root, a run's profile is a tmpfs of
+`disk_mb` (pages charged to the memory cgroup of whoever writes them), so an agent cannot
+fill the disk that holds EVALQ_HOME, its database and every other run.
 """
 
 from __future__ import annotations
@@ -13,6 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.graders.sandbox.scratch import MNT_DETACH, MS_NODEV, MS_NOSUID, _libc
+
+#: the source name of profile tmpfs mounts (how a sweep knows them)
+PROFILE_SOURCE = "evalq-run"
+#: files and folders a capped profile may hold (an archive carries 100,000 entries at most)
+PROFILE_INODES = 400_000
 
 #: Variables an agent process gets from evalq itself; nothing else of the worker's environment.
 BASE_ENV = {
@@ -34,21 +45,47 @@ class Profile:
     workspace: Path
     logs: Path
     env: dict[str, str] = field(default_factory=dict)
+    #: whether the root is a size-capped tmpfs of its own
+    capped: bool = False
 
     def cleanup(self) -> None:
         """Remove the run root, however deep a tree the agent left (no recursion, no traceback)."""
+        if self.capped:
+            unmount(self.root)  # everything in it goes with the tmpfs
         left = remove_tree(self.root)
         if left:
             logging.getLogger("evalq.worker").warning("profile %s not fully removed: %s",
                                                       self.root, "; ".join(left))
 
 
+def cap_folder(folder: Path, disk_mb: int, inodes: int = PROFILE_INODES) -> bool:
+    """Mount a tmpfs of `disk_mb` and `inodes` on the empty `folder` (root only); whether
+    it was. Empty files cost no bytes, but each is an inode and a dentry of kernel memory
+    (not charged to a cgroup v1 memory limit): without a count, millions of them could be."""
+    if os.geteuid() != 0:
+        return False
+    options = f"size={int(disk_mb)}m,nr_inodes={int(inodes)},mode=0700".encode()
+    return _libc().mount(PROFILE_SOURCE.encode(), str(folder).encode(), b"tmpfs",
+                         MS_NOSUID | MS_NODEV, options) == 0
+
+
+def unmount(folder: Path) -> None:
+    """Detach a profile's tmpfs (what is in it is gone with it)."""
+    _libc().umount2(str(folder).encode(), MNT_DETACH)
+
+
 def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None = None,
-                path_prefix: list[str] | None = None) -> Profile:
-    """Make a new run root with home/, tmp/, logs/ and an empty workspace path beside them."""
+                path_prefix: list[str] | None = None,
+                disk_mb: int | None = None, inodes: int = PROFILE_INODES) -> Profile:
+    """Make a new run root with home/, tmp/, logs/ and an empty workspace path beside them;
+    with `disk_mb`, the root is a tmpfs of that size (as root; else uncapped, and logged)."""
     if base_dir is not None:
         base_dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="evalq-run-", dir=base_dir))
+    capped = disk_mb is not None and cap_folder(root, disk_mb, inodes)
+    if disk_mb is not None and not capped:
+        logging.getLogger("evalq.worker").warning(
+            "profile %s has no total disk cap (a tmpfs mount needs root)", root)
     home, tmp, logs = root / "home", root / "tmp", root / "logs"
     for folder in (home, tmp, logs):
         folder.mkdir()
@@ -62,4 +99,5 @@ def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None =
     env.update({"HOME": str(home), "TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp),
                 **{k: str(v) for k, v in xdg.items()}})
     env.update(extra_env or {})
-    return Profile(root=root, home=home, tmp=tmp, workspace=root / "workspace", logs=logs, env=env)
+    return Profile(root=root, home=home, tmp=tmp, workspace=root / "workspace", logs=logs, env=env,
+                   capped=capped)

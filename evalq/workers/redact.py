@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+from evalq.fixtures.archive import MAX_WORKSPACE_BYTES, WorkspaceTooLarge
 from evalq.treewalk import walk
 
 from evalq.workers.secrets import secret_values
@@ -49,15 +50,24 @@ class Redactor:
             return type(value)(self.obj(v) for v in value)
         return value
 
-    def tree(self, root: Path) -> list[str]:
-        """Rewrite, in place, every regular file under root that holds a secret; returns them."""
-        changed = []
+    def tree(self, root: Path, limit: int = MAX_WORKSPACE_BYTES) -> list[str]:
+        """Rewrite, in place, every regular file under root that holds a secret; returns them.
+
+        Past `limit` bytes of files it stops with WorkspaceTooLarge, as packing the workspace
+        would: an agent's tree of huge sparse files costs no disk, and reading it all here
+        would hold the worker for hours."""
+        changed: list[str] = []
         if not self:
             return changed
+        total = 0
         for entry in walk(root):
             # a hard link is never packed; rewriting it would write through to its other names
             if not entry.is_regular or entry.st.st_nlink > 1:
                 continue
+            total += entry.st.st_size
+            if total > limit:
+                raise WorkspaceTooLarge(f"workspace over {limit} bytes of files "
+                                        f"(at {entry.name[:120]})")
             path = Path(entry.path)
             data = path.read_bytes()
             clean = self.data(data)

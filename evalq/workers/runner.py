@@ -27,11 +27,12 @@ from evalq.ops.run_folders import record_owner
 from evalq.queue.messages import result_payload, trial_label
 from evalq.results.lease import Heartbeat
 from evalq.results.store import claim, is_cancelled, mark_state, read_study, ready_engine
-from evalq.workers.agents.base import AgentContext
+from evalq.workers.agents.base import TOO_LARGE, AgentContext
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
 from evalq.workers.profile import new_profile
+from evalq.workers.sandbox.base import DEFAULT_DISK_MB
 from evalq.workers.redact import default_redactor, install_log_redaction
 
 log = logging.getLogger("evalq.runner")
@@ -164,7 +165,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         manifest = StudyManifest.model_validate(study_row.manifest)
         condition = next(c for c in manifest.conditions if c.name == ref["condition"])
         limits = effective_limits(fixture.spec.limits, manifest)
-        profile = new_profile(settings.home / "runs")
+        profile = new_profile(settings.home / "runs", disk_mb=DEFAULT_DISK_MB)
         record_owner(profile.root)  # a SIGKILLed run's folder is swept once this process is gone
         if condition.skill:
             condition = _with_installed_skill(store, study_row.lock, condition, profile)
@@ -183,6 +184,8 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         if stop.reason == "lease lost":
             return "lease lost to another worker"
         try:
+            if result.extra.get(TOO_LARGE):  # redaction stopped at the limit: store none of it
+                raise WorkspaceTooLarge(result.extra[TOO_LARGE])
             artifacts = _store_artifacts(store, fixture, profile, result)
         except WorkspaceTooLarge as exc:  # what the agent left breaks the limit: its doing
             artifacts = _store_artifacts(store, fixture, profile, result, workspace=False)

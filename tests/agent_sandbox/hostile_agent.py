@@ -126,6 +126,10 @@ def main():
         except OSError as exc:
             results[f"write_{label}"] = f"blocked: {exc}"
 
+    # -- the host's disk: how much the workspace's file system would take (no need to fill it)
+    stats = os.statvfs(workspace)
+    results["disk_bytes"] = stats.f_blocks * stats.f_frsize
+
     # -- processes that outlive the run: setsid, and a double fork with setsid
     token = canaries["process"]
     subprocess.Popen(["setsid", "/bin/sh", "-c", f"sleep 600; : {token}-setsid"],
@@ -184,6 +188,13 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "report.txt"), "wb") as handle:
         handle.write(b"\n".join(lines) or b"nothing found")
+    # -- no answer found in here: put a link to a host copy of it where the workspace was,
+    #    for evalq to collect and grade from outside (this run's own work goes, so: last)
+    if not solution_dirs:
+        os.chdir("/")
+        os.rename(workspace, workspace + ".mine")
+        os.symlink(targets["solution_dir"], workspace)
+        results["workspace_swap"] = f"workspace -> {targets['solution_dir']}"
     print(json.dumps({"type": "hostile", "results": results}), flush=True)
     sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
     return 0

@@ -5,7 +5,9 @@ checkout's fixtures/, the study's fixture copy, a copy elsewhere on the host) an
 tests, another run's workspace, the worker's environment and canaries in the worker's HOME and
 EVALQ_SECRETS_FILE; to write outside its workspace; to leave `setsid` and double-forked
 processes; to reach a loopback listener that is not the door and a host in a network namespace
-this test makes; and to plant a trigger in the results database. Each is checked from outside:
+this test makes; to plant a trigger in the results database; and, last, to put a symlink to a
+host copy of the reference solution in place of its workspace, for evalq to collect from
+outside. Each is checked from outside:
 no canary in any form anywhere evalq stored, no file written, no process left, no connection
 accepted, no trigger, and the cheating condition graded incorrect, while its door to the model
 server works. The same agent with the sandbox `none` (the control) succeeds at the attacks, so
@@ -188,6 +190,7 @@ def _study(backend: str, tmp: Path) -> dict:
                 "connect": {"loopback": ["127.0.0.1", listener.port],
                             "netns_host": [NS_IP, ns_host.port]},
                 "database": str(home / "evalq.db"),
+                "solution_dir": str(planted["fixture"] / "solutions" / "correct"),
                 "trigger": f"evalq_hostile_{token}",
             }
             argv = [str(agent), "{model_url}", "{output_dir}",
@@ -295,6 +298,14 @@ def test_nothing_was_written_outside_the_workspace(study):
         return
     assert written == []
     assert not list(study["worker_home"].glob("pwned-*"))
+
+
+def test_the_workspace_cannot_fill_the_hosts_disk(study):
+    """Its file system is the run's own tmpfs of DEFAULT_DISK_MB, not EVALQ_HOME's disk (the
+    runner makes every profile so, unsealed ones too)."""
+    from evalq.workers.sandbox.base import DEFAULT_DISK_MB
+
+    assert study["said"]["disk_bytes"] <= DEFAULT_DISK_MB * 1024 * 1024, study["said"]
 
 
 def test_no_process_outlived_the_run(study):

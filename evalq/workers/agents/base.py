@@ -7,12 +7,15 @@ number: what its agent does not report stays None.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
+from evalq.fixtures.archive import WorkspaceTooLarge
 from evalq.fixtures.fixture import Fixture
 from evalq.models import Budgets, Condition, Limits, RunMetrics
 from evalq.config import load_settings
@@ -30,9 +33,8 @@ from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
 from evalq.workers.agents.locate import find_executable
 
-log = logging.getLogger("evalq.agents")
-
 OUTPUT_LIMIT = 64 * 1024 * 1024
+log = logging.getLogger("evalq.worker")
 
 
 @dataclass
@@ -246,8 +248,13 @@ class AgentAdapter(ABC):
                                     should_stop=lambda: bool(door and door.run.exhausted)
                                     or ctx.should_stop(),
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))
+        swapped = reclaim_workspace(ctx.workspace)
         result = self._parsed(ctx, proc)
         result.stdout, result.stderr = proc.stdout, proc.stderr
+        if swapped is not None:
+            log.warning("run %s: the agent left %s in place of its workspace; it is kept "
+                        "as an empty one", ctx.profile.root, swapped)
+            result.extra["workspace_replaced"] = swapped
         if proc.timed_out:
             result.timed_out = True
             result.stop_reason = f"wall time limit of {ctx.limits.wall_seconds:g} s"
@@ -266,6 +273,28 @@ class AgentAdapter(ABC):
         result.metrics.stop_reason = result.stop_reason
         return redact_result(result, Redactor([*secret_values(), *granted.values()]),
                              ctx.workspace)
+
+
+def reclaim_workspace(workspace: Path) -> Optional[str]:
+    """After the run, before anything reads it: the workspace must be a real folder of the run.
+
+    It is an entry of the agent's read-write profile, so the agent can put a symlink to any
+    host folder in its place (the fixture cache's reference solution; the secrets file's
+    folder), and everything after the run (archive, diff, grading, redaction in place) would
+    follow it. Anything but a folder is removed and an empty workspace made; returns what
+    was there, or None when the workspace is a folder."""
+    try:
+        st = os.lstat(workspace)
+    except FileNotFoundError:
+        workspace.mkdir()
+        return "nothing"
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    what = f"a symlink to {os.readlink(workspace)[:200]}" if stat.S_ISLNK(st.st_mode) \
+        else "a file that is no folder"
+    os.unlink(workspace)
+    workspace.mkdir()
+    return what
 
 
 def gateway_budgets(ctx: AgentContext) -> RunBudgets:
@@ -292,5 +321,12 @@ def redact_result(result: AgentResult, redactor: Redactor, workspace: Path) -> A
         redactor.obj(result.metrics.model_dump()))
     result.extra = redactor.obj(result.extra)
     if workspace.exists():
-        redactor.tree(workspace)
+        try:
+            redactor.tree(workspace)
+        except WorkspaceTooLarge as exc:  # left half redacted: the runner stores none of it
+            result.extra[TOO_LARGE] = str(exc)
     return result
+
+
+#: result.extra key of a workspace over the size limit (why), which is neither stored nor graded
+TOO_LARGE = "workspace_too_large"

@@ -16,6 +16,7 @@ from typing import Any
 
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
+from evalq.safe_read import read_left
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.streams import opt_int
@@ -23,6 +24,9 @@ from evalq.workers.sandbox.paths import install_paths
 from evalq.workers.agents.trajectory import Step, build, encode
 
 PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "model_url", "output_dir")
+#: the most of the agent's usage.json and report.txt evalq reads (larger ones are ignored)
+MAX_USAGE_BYTES = 1024 * 1024
+MAX_REPORT_BYTES = 16 * 1024 * 1024
 COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
           "tool_calls", "tool_failures", "turns")
 
@@ -80,17 +84,19 @@ class CommandTemplate(AgentAdapter):
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         out = self.output_dir(ctx)
         metrics = RunMetrics()
+        # both files are the agent's: read without following links, FIFOs or huge files
+        raw = read_left(ctx.profile.root, out / "usage.json", MAX_USAGE_BYTES)
         try:
-            usage = json.loads((out / "usage.json").read_text())
-        except (OSError, ValueError):
+            usage = json.loads(raw) if raw is not None else None
+        except ValueError:
             usage = None
         if isinstance(usage, dict):
             for key in COUNTS:
                 setattr(metrics, key, opt_int(usage.get(key)))
             if isinstance(usage.get("cost_usd"), (int, float)):
                 metrics.reported_cost_usd = float(usage["cost_usd"])
-        report_path = out / "report.txt"
-        report = report_path.read_text(errors="replace") if report_path.is_file() else None
+        raw = read_left(ctx.profile.root, out / "report.txt", MAX_REPORT_BYTES)
+        report = raw.decode("utf-8", "replace") if raw is not None else None
         steps = [Step("user", message=ctx.prompt),
                  Step("agent", message=proc.stdout.decode("utf-8", "replace")),
                  Step("agent", message=report or "", usage={k: getattr(metrics, k)

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
+from evalq.safe_read import read_left
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.context_estimate import per_request
 from evalq.workers.agents.locate import find_executable
@@ -28,6 +29,8 @@ PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
                  "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}
 PACKAGE = "mini-swe-agent"
 NO_USAGE = "litellm's usage was absent or all zeros (the provider sent none)"
+#: the largest trajectory file evalq reads (a larger one is treated as missing)
+MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
 LIMIT_STATUSES = {"LimitsExceeded": "step or cost limit reached",
                   "TimeExceeded": "agent time limit reached"}
 
@@ -105,10 +108,11 @@ class MiniSweAgent(AgentAdapter):
         return argv
 
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
-        path = self.trajectory_path(ctx)
+        # the agent wrote it: read without following links, FIFOs or huge files
+        raw = read_left(ctx.profile.root, self.trajectory_path(ctx), MAX_TRAJECTORY_BYTES)
         try:
-            trajectory = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            trajectory = json.loads(raw.decode("utf-8")) if raw is not None else None
+        except ValueError:
             trajectory = None
         metrics = RunMetrics()
         if not isinstance(trajectory, dict):

@@ -3,8 +3,9 @@
 
 A request admitted before a budget was spent is let finish (tokens are only known once the
 reply is in), so a run can overshoot by what its requests in flight use. A token budget that
-cannot be measured (a billed reply without usage) is spent: the study asked for a token bound,
-and the gateway fails closed rather than let an unmetered run go on. A cost that cannot be
+cannot be measured (a billed reply without usage, or without its input or output count) is
+spent: the study asked for a token bound, and the gateway fails closed rather than let an
+unmetered run go on. A cost that cannot be
 priced (a model without a price, a count missing) leaves the cost budget unenforced instead,
 recorded as `unenforced`: every fixture carries a cost limit, and stopping each run of a model
 the price table lacks would turn "unknown cost" into a made-up outcome; the run's cost stays
@@ -68,6 +69,11 @@ class BudgetMeter:
             if b.max_tokens is not None and all(c is None for c in counts):
                 return self._spend(f"tokens budget cannot be enforced: request "
                                    f"{record.index} reported no usage")
+            # a reply cut before its last count (a stream ended early) is not a free one
+            missing = [k for k in ("input_tokens", "output_tokens") if record.usage[k] is None]
+            if b.max_tokens is not None and missing:
+                return self._spend(f"tokens budget cannot be enforced: request "
+                                   f"{record.index} reported no {' or '.join(missing)}")
             if record.cost_usd is None and b.max_cost_usd is not None:
                 self.unenforced = self.unenforced or (
                     f"cost budget not enforced from request {record.index}: no price "

@@ -32,6 +32,54 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
 
 
+#: connections one run may hold open at once. They are this worker's file descriptors, shared
+#: by every run it serves: without a bound, one agent opening connections to its door until
+#: its own fd limit (inherited: often tens of thousands) would starve all the others.
+MAX_CONNECTIONS_PER_RUN = 64
+
+
+class RunServer(web.Server):
+    """aiohttp's server for one run's socket, closing connections past `limit` at once."""
+
+    def __init__(self, *args: Any, limit: int = MAX_CONNECTIONS_PER_RUN, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.limit = limit
+        self.open: set = set()
+
+    def connection_made(self, handler, transport) -> None:
+        if len(self.open) >= self.limit:
+            transport.close()
+            return
+        self.open.add(handler)
+        super().connection_made(handler, transport)
+
+    def connection_lost(self, handler, exc: Optional[BaseException] = None) -> None:
+        self.open.discard(handler)
+        super().connection_lost(handler, exc)
+
+
+#: aiohttp's own errors (malformed requests, mostly) logged per run; the rest are dropped
+MAX_LOGGED_ERRORS_PER_RUN = 5
+
+
+class FewErrors(logging.LoggerAdapter):
+    """aiohttp's logger for one run's connections: its first few errors are logged, then none.
+    A malformed request never reaches the handler (no Record, no request cap), and aiohttp
+    logs a traceback for each: an agent sending them in a loop would write thousands a
+    second to the worker's log, until its disk is full."""
+
+    def __init__(self, run_id: str, limit: int = MAX_LOGGED_ERRORS_PER_RUN):
+        super().__init__(log, {})
+        self.run_id, self.left = run_id, limit
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level) or self.left <= 0:
+            return
+        self.left -= 1
+        suffix = "; later ones are not logged" if self.left == 0 else ""
+        super().log(level, f"run {self.run_id}: {msg}{suffix}", *args, **kwargs)
+
+
 def _origin(upstream: Union[str, Upstream]) -> str:
     return (Upstream(upstream) if isinstance(upstream, str) else upstream).origin
 
@@ -114,7 +162,8 @@ class Gateway:
                 raise FileExistsError(f"{path} exists and is not a socket; give the run a "
                                       "fresh socket path")
             path.unlink()
-        server = web.Server(functools.partial(handle, self, run), access_log=None)
+        server = RunServer(functools.partial(handle, self, run), access_log=None,
+                           logger=FewErrors(run.run_id))
         listener = await self.loop.create_unix_server(server, str(path))
         os.chmod(path, mode)
         run.http_server, run.listener = server, listener

@@ -89,9 +89,13 @@ class Ledger:
 
 async def handle(gateway: "Gateway", run: "GatewayRun",
                  request: web.BaseRequest) -> web.StreamResponse:
+    if run.over_cap():
+        return error_response(429, "too_many_requests", "this run has sent more requests "
+                              "through its door than any run may; no more are served")
     record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
                     path=request.raw_path.split("?", 1)[0][:2048])
     ledger = Ledger(gateway, run, record)
+    held = False
     task = asyncio.current_task()
     run.in_flight.add(task)
     try:
@@ -114,6 +118,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
         record.retry = run.seen_before(request.method, url, body)
         if record.wire is not None:
+            held = await take_place(run)
             reason = run.meter.admit()
             if reason is not None:
                 raise Refused(429, "budget_exhausted", reason, run.meter.budget_name(reason))
@@ -126,8 +131,26 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.error = record.error or "the run was closed while this request was in flight"
         raise
     finally:
-        ledger.finish()
+        ledger.finish()  # charged before the place is given up: the next admit sees it
+        if held:
+            run.model_calls.release()
         run.in_flight.discard(task)
+
+
+async def take_place(run: "GatewayRun") -> bool:
+    """Wait for a place among the run's budgeted model calls in flight (run.py); whether one
+    was taken (a run without a token or cost budget has no such limit)."""
+    if run.model_calls is None:
+        return False
+    if run.model_calls.locked():
+        run.waiting.add("model", 1)
+        try:
+            await run.model_calls.acquire()
+        finally:
+            run.waiting.add("model", -1)
+    else:
+        await run.model_calls.acquire()
+    return True
 
 
 async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseRequest,
@@ -200,6 +223,22 @@ async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, 
         await response.write_eof()
     except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
         record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
+        await drain(reply, metered)
     finally:
         record.usage = metered.usage
     return response
+
+
+async def drain(reply: aiohttp.ClientResponse, metered: "wire_usage.StreamUsage") -> None:
+    """Read the rest of a stream the agent hung up on, for its usage only: the provider bills
+    the whole reply, and its counts come last (Anthropic's message_delta, OpenAI's usage
+    chunk), so an agent that hangs up once the text is in would otherwise go unmetered."""
+    size = 0
+    try:
+        async for chunk in reply.content.iter_any():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                return
+            metered.feed(chunk)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return

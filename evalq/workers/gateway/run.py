@@ -6,6 +6,7 @@ The gateway's loop thread writes; the worker's threads read `records()`, `totals
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -14,9 +15,20 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evalq.workers.gateway.budgets import BudgetMeter, RunBudgets
 from evalq.workers.gateway.records import Record, totals
+from evalq.workers.gateway.slots import Waiters
 from evalq.workers.gateway.upstreams import Upstream
 
 log = logging.getLogger("evalq.gateway")
+#: model calls of one run in flight at once when it has a token or cost budget. Those budgets
+#: are only charged once a reply is in, so every call admitted meanwhile can overshoot them:
+#: unbounded, a run firing 500 calls at once spends 500 calls' worth past its budget. The
+#: rest wait (not refused) and are admitted, or refused, once earlier ones are charged.
+MAX_IN_FLIGHT_BUDGETED = 4
+#: requests one run may send through its door. Each is a Record kept in the worker's memory
+#: (and a digest for retries); the gateway answers refused ones itself at thousands a second,
+#: so without a bound an agent looping on a refusal for an hour would exhaust the worker
+#: that holds every other run. Past it, nothing more is served and the run is stopped.
+MAX_REQUESTS_PER_RUN = 20_000
 
 
 class GatewayRun:
@@ -43,6 +55,11 @@ class GatewayRun:
                               reverse=True)
         self.concurrency = concurrency
         self.meter = BudgetMeter(budgets)
+        budgeted = budgets.max_tokens is not None or budgets.max_cost_usd is not None
+        self.model_calls: Optional[asyncio.Semaphore] = \
+            asyncio.Semaphore(MAX_IN_FLIGHT_BUDGETED) if budgeted else None
+        #: model calls waiting for one of those places (tests wait for a count)
+        self.waiting = Waiters()
         self.on_exhausted = on_exhausted
         #: Why the run may make no more model calls (a budget spent), or None.
         self.exhausted: Optional[str] = None
@@ -53,6 +70,7 @@ class GatewayRun:
         self._records: list[Record] = []
         self._seen: set[bytes] = set()
         self._count = 0
+        self._arrived = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ read by the worker
@@ -79,6 +97,16 @@ class GatewayRun:
         with self._lock:
             self._count += 1
             return self._count
+
+    def over_cap(self) -> bool:
+        """Whether this request is past MAX_REQUESTS_PER_RUN (then it is neither served nor
+        recorded, and the run is stopped, once)."""
+        with self._lock:
+            self._arrived += 1
+            over = self._arrived > MAX_REQUESTS_PER_RUN
+        if over:
+            self.spend(f"requests through the door over {MAX_REQUESTS_PER_RUN}")
+        return over
 
     def seen_before(self, method: str, path: str, body: bytes) -> bool:
         digest = hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + body).digest()

@@ -40,6 +40,8 @@ DEFAULT_MEMORY_MB = 4096
 DEFAULT_PIDS = 512
 DEFAULT_CPUS = 2.0
 DEFAULT_FILE_MB = 1024
+#: the most an agent run may write in all to its profile (workspace, home, logs): its tmpfs
+DEFAULT_DISK_MB = 2048
 #: what a sealed agent finds in its credential variables: the real key stays outside
 
 
@@ -116,7 +118,30 @@ ETC_FILES = {
     "group": f"root:x:0:\nagent:x:{AGENT_UID}:\n",
     "hosts": "127.0.0.1 localhost\n::1 localhost\n",
     "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    # else Docker puts a copy of the host's own there (its name servers and search domains)
+    "resolv.conf": "# no name servers: the only way out is the model gateway's door\n",
 }
+
+
+def own_door(socket_path: str) -> None:
+    """Only the agent user may connect: no other local user reaches the model endpoint (and
+    the gateway's credential) through the door. Without root, open it up instead."""
+    try:
+        os.chown(socket_path, AGENT_UID, AGENT_UID)
+    except PermissionError:
+        os.chmod(socket_path, 0o666)
+
+
+def give_to_agent(job: AgentJob) -> None:
+    """Before a run whose agent is the host's uid AGENT_UID: its door, profile and workspace
+    become its own (never following a link out of them; they are fresh copies)."""
+    from evalq.graders.sandbox.docker import _make_writable_by_sandbox
+
+    if job.door_socket:
+        own_door(job.door_socket)
+    _make_writable_by_sandbox(job.profile_root, AGENT_UID)
+    if job.profile_root not in job.workspace.parents:
+        _make_writable_by_sandbox(job.workspace, AGENT_UID)
 
 
 @lru_cache(maxsize=1)

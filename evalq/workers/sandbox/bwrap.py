@@ -5,11 +5,19 @@ a few generated /etc files, the run's profile (read-write; the workspace is insi
 adapter's declared read-only paths, a fresh /tmp, /dev and /proc, the launcher (pid 1) and the
 door's socket. The agent runs as uid 65534 with every capability dropped and no_new_privs,
 under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`).
+
+Run as root, bubblewrap's own user namespace would map the agent's 65534 to the host's root:
+every root-owned file it can see would be its own (a 0600 `.npmrc` token in an npm prefix
+it is shown, root-only folders of /usr). So as root there is no user namespace: bubblewrap
+makes the others, and setpriv turns the first process into the host's uid 65534 with no
+capability and an empty bounding set, as the Docker backend's agent is; it gets its door,
+profile and workspace first. Without root, the agent is the caller's own uid anyway.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from evalq.errors import InfrastructureError, SandboxError
 from evalq.graders.sandbox.bwrap import BwrapSandbox, run_in_bwrap
@@ -17,7 +25,8 @@ from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
-from evalq.workers.sandbox.base import AgentJob, AgentSandbox, etc_dir, launcher_argv
+from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
+                                        launcher_argv)
 from evalq.workers.sandbox.paths import ETC_FILES, host_toolchain_binds
 
 #: the launcher runs on the toolchain's own interpreter (under /usr), never a virtualenv's
@@ -28,28 +37,67 @@ def toolchain_python() -> str | None:
     return next((p for p in PYTHONS if os.access(p, os.X_OK)), None)
 
 
+#: as root: what turns the sandbox's first process into the agent user (see the module doc)
+AS_AGENT = ["/usr/bin/setpriv", f"--reuid={AGENT_UID}", f"--regid={AGENT_UID}",
+            "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+#: as root: every namespace of --unshare-all but the user namespace
+ROOT_NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                   "--unshare-cgroup"]
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _folders_above(binds: list[tuple[str, str, str]]) -> list[str]:
+    """Folders bubblewrap would make on its own to hold the bind targets: made 0700 and owned
+    by the host's root, the agent (uid 65534, as root) could not pass them, so they are made
+    0755 first. Not those inside another target, or the fresh /proc, /dev and /tmp."""
+    targets = [Path(dst) for _, _, dst in binds]
+    fresh = [Path("/proc"), Path("/dev"), Path("/tmp")]
+    found: list[str] = []
+    for target in targets:
+        for folder in reversed(target.parents):
+            if folder == Path("/") or folder in fresh or str(folder) in found:
+                continue
+            if any(other == folder or other in folder.parents for other in targets):
+                continue
+            found.append(str(folder))
+    return found
+
+
+def _scratch(path: str, job: AgentJob) -> list[str]:
+    """A fresh tmpfs anyone may write (sticky, as in Docker) of the disk allowance: unsized, it
+    would be half the host's memory, and without a cgroup nothing else would bound it."""
+    return ["--perms", "1777", "--size", str(job.limits.disk_mb * 1024 * 1024), "--tmpfs", path]
+
+
 def bwrap_options(job: AgentJob) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom."""
     # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
     # launcher, with the agent's environment only) reaps and ends the sandbox with the agent
     pid1 = ["--as-pid-1"] if job.door_socket else []
-    options = ["--unshare-all", "--die-with-parent", "--new-session", *pid1,
-               "--hostname", "evalq-agent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
-               "--cap-drop", "ALL", *host_toolchain_binds()]
-    for path in ETC_FILES:
-        if os.path.basename(path) not in GENERATED:
-            options += ["--ro-bind-try", path, path]
-    for name in GENERATED:
-        options += ["--ro-bind", str(etc_dir() / name), f"/etc/{name}"]
-    options += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for path in job.readonly:
-        options += ["--ro-bind", str(path), str(path)]
-    options += ["--bind", str(job.profile_root), str(job.profile_root)]
+    # as root, capabilities go with setpriv's switch to the agent user (AS_AGENT)
+    identity = [*ROOT_NAMESPACES] if _as_root() else [
+        "--unshare-all", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--cap-drop", "ALL"]
+    options = [*identity, "--die-with-parent", "--new-session", *pid1,
+               "--hostname", "evalq-agent", *host_toolchain_binds(),
+               "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
+               *_scratch("/dev/shm", job)]
+    binds = [("--ro-bind-try", path, path) for path in ETC_FILES
+             if os.path.basename(path) not in GENERATED]
+    binds += [("--ro-bind", str(etc_dir() / name), f"/etc/{name}") for name in GENERATED]
+    binds += [("--ro-bind", str(path), str(path)) for path in job.readonly]
+    binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
-        options += ["--bind", str(job.workspace), str(job.workspace)]
+        binds.append(("--bind", str(job.workspace), str(job.workspace)))
     if job.door_socket:
-        options += ["--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH,
-                    "--bind", job.door_socket, DOOR_PATH]
+        binds += [("--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH),
+                  ("--bind", job.door_socket, DOOR_PATH)]
+    for folder in _folders_above(binds):
+        options += ["--perms", "0755", "--dir", folder]
+    for bind in binds:
+        options += list(bind)
     return [*options, "--remount-ro", "/", "--chdir", str(job.workspace)]
 
 
@@ -68,6 +116,9 @@ class BwrapAgentSandbox(AgentSandbox):
         if not ok:
             raise InfrastructureError(why)
         argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
+        if _as_root():
+            give_to_agent(job)
+            argv = [*AS_AGENT, *argv]
         try:
             run = run_in_bwrap(bwrap_options(job), argv, env=job.env, limits=job.limits,
                                stdin=job.stdin, should_stop=job.should_stop)

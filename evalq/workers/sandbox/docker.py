@@ -10,30 +10,20 @@ the grading containers' labels and deadline, so the same sweep finds leftovers.
 
 from __future__ import annotations
 
-import os
 from typing import ClassVar
 
 from evalq.errors import InfrastructureError, SandboxError
-from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, _make_writable_by_sandbox,
-                                          container_labels, locked_down)
+from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, container_labels,
+                                          locked_down)
 from evalq.proc import ProcResult
 from evalq.config import Settings, load_settings
 from evalq.workers.sandbox.base import (DOOR_PATH, ETC_FILES, LAUNCHER_PATH, LAUNCHER_SOURCE,
                                         STDIN_PATH, AgentJob, AgentSandbox, etc_dir,
-                                        launcher_argv, stdin_file)
+                                        give_to_agent, launcher_argv, stdin_file)
 
 #: the agent_image setting's default (built by scripts/build-grader-images.sh agent)
 DEFAULT_IMAGE = Settings.model_fields["agent_image"].default
 LABEL_PHASE = "evalq.phase"
-
-
-def _own_door(socket_path: str) -> None:
-    """Only the agent user may connect: no other local user reaches the model endpoint (and
-    the gateway's credential) through the door. Without root, open it up instead."""
-    try:
-        os.chown(socket_path, SANDBOX_UID, SANDBOX_UID)
-    except PermissionError:
-        os.chmod(socket_path, 0o666)
 
 
 class DockerAgentSandbox(AgentSandbox):
@@ -64,11 +54,7 @@ class DockerAgentSandbox(AgentSandbox):
         return volumes
 
     def run(self, job: AgentJob) -> ProcResult:
-        if job.door_socket:
-            _own_door(job.door_socket)
-        _make_writable_by_sandbox(job.profile_root)
-        if job.profile_root not in job.workspace.parents:
-            _make_writable_by_sandbox(job.workspace)
+        give_to_agent(job)
         try:
             with stdin_file(job) as stdin:
                 # pid 1: the launcher when there is a door or a stdin, else docker's init;

@@ -24,7 +24,7 @@ PROBE_LIMITS = SandboxLimits(timeout_seconds=30, memory_mb=1024, pids=128, cpus=
 def probe(argv: list[str], readonly: list[Path], *, env: Optional[dict[str, str]] = None,
           sandbox: Optional[str] = None) -> Optional[ProcResult]:
     """Run argv in a fresh profile of its own, sealed; None when it could not run at all."""
-    profile = new_profile()
+    profile = new_profile(disk_mb=PROBE_LIMITS.disk_mb)
     profile.workspace.mkdir()
     try:
         box = get_agent_sandbox(sandbox)
