@@ -51,7 +51,8 @@ class Door:
 def open_door(upstream_base_url: str, credentials: Optional[dict[str, str]] = None, *,
               auth: str = "bearer", budgets: Optional[RunBudgets] = None,
               concurrency: Optional[int] = None,
-              on_exhausted: Optional[Callable[[str], None]] = None) -> Iterator[Door]:
+              on_exhausted: Optional[Callable[[str], None]] = None,
+              models: Optional[frozenset[str]] = None) -> Iterator[Door]:
     """A gateway run to `upstream_base_url` for the block; its records stay readable after.
 
     `credentials` ({name: value}) stay here: the first one is what the gateway sends upstream
@@ -66,7 +67,7 @@ def open_door(upstream_base_url: str, credentials: Optional[dict[str, str]] = No
     run = worker_gateway().open_run(f"run-{uuid.uuid4().hex}", folder / "door.sock",
                                     [upstream], credentials=credentials or {},
                                     budgets=budgets, concurrency=concurrency,
-                                    on_exhausted=on_exhausted)
+                                    on_exhausted=on_exhausted, models=models)
     try:
         yield Door(str(run.socket_path), run)
     finally:

@@ -45,10 +45,12 @@ MODELS_KEPT, MODEL_NAME_CHARS = 20, 200
 
 
 def models_asked(records: list[dict[str, Any]]) -> list[str]:
-    """The models the metered requests named, sorted: what the pinned model is checked
-    against (evalq.analysis.pinning). An agent may name any model its provider serves."""
+    """The models the metered requests the gateway forwarded named, sorted: what the pinned
+    model is checked against (evalq.analysis.pinning). An agent may name any model its
+    provider serves; one the gateway refused (a condition's allowed_models) was not used."""
     names = sorted({one_line(r["model"], MODEL_NAME_CHARS) for r in records
-                    if r.get("wire") and isinstance(r.get("model"), str)})
+                    if r.get("wire") and not r.get("refused")
+                    and isinstance(r.get("model"), str)})
     if len(names) > MODELS_KEPT:
         names = names[:MODELS_KEPT] + [f"… and {len(names) - MODELS_KEPT} more"]
     return names

@@ -1,6 +1,7 @@
 """A condition pins its model; the agent writes the model into each request. A sealed agent
 that asks the gateway for a bigger model than its condition pins is named in the report and
-costs the claims their confirmatory status; a side model the condition declares does not."""
+costs the claims their confirmatory status; a side model the condition declares does not; and
+once a condition declares its models (allowed_models), the gateway refuses any other."""
 
 from __future__ import annotations
 
@@ -18,27 +19,31 @@ from test_agents_support import attempts, copy_fixture, run_study  # noqa: E402
 
 #: one request per model named on the command line, through the door
 AGENT = r'''
-import json, os, sys, urllib.request
+import json, os, sys, urllib.error, urllib.request
 url = sys.argv[1].rstrip("/")
 for model in sys.argv[2].split(","):
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
     req = urllib.request.Request(url + "/chat/completions", data=body.encode(), method="POST",
                                  headers={"Content-Type": "application/json",
                                           "Authorization": "Bearer x"})
-    with urllib.request.urlopen(req, timeout=20) as reply:
-        print(model, reply.status)
+    try:
+        with urllib.request.urlopen(req, timeout=20) as reply:
+            print(model, reply.status)
+    except urllib.error.HTTPError as refused:
+        print(model, refused.code)
 '''
 
 
-def _condition(name: str, server_url: str, models: str, allowed: list[str]) -> str:
+def _condition(name: str, server_url: str, models: str, allowed=None) -> str:
     code = AGENT.replace("{", "{{").replace("}", "}}")
     argv = json.dumps(["python3", "-c", code, "{model_url}", models])
+    declared = "" if allowed is None else f", allowed_models = {json.dumps(allowed)}"
     return f'''
 [[conditions]]
 name = "{name}"
 agent = "command"
 model = "gpt-5-mini"
-settings = {{ base_url = "{server_url}/v1", credential_env = ["OPENAI_API_KEY"], argv = {argv}, allowed_models = {json.dumps(allowed)} }}
+settings = {{ base_url = "{server_url}/v1", credential_env = ["OPENAI_API_KEY"], argv = {argv}{declared} }}
 '''
 
 
@@ -55,11 +60,13 @@ id = "pinning"
 fixtures = ["{fixture.as_posix()}"]
 repetitions = 1
 ''' + _condition("honest", server.url, "gpt-5-mini,gpt-5-nano", ["gpt-5-nano"])
-              + _condition("upgrader", server.url, "gpt-5-mini,gpt-5-pro\nx", []))
+              + _condition("upgrader", server.url, "gpt-5-mini,gpt-5-pro\nx")
+              + _condition("held", server.url, "gpt-5-mini,gpt-5-pro", []))
         report = run_study(manifest, tmp_path / "home", {"EVALQ_AGENT_SANDBOX": sandbox,
                                                          "OPENAI_API_KEY": "sk-test"})
         asked = sorted(e.body["model"] for e in server.exchanges)
-    assert asked == ["gpt-5-mini", "gpt-5-mini", "gpt-5-nano", "gpt-5-pro\nx"]
+    # held declared its models: its gpt-5-pro call never reached the provider
+    assert asked == ["gpt-5-mini", "gpt-5-mini", "gpt-5-mini", "gpt-5-nano", "gpt-5-pro\nx"]
     by_condition = {r["trial_id"].split("/")[2]: r for r in attempts(tmp_path / "home")}
     assert by_condition["upgrader"]["metrics"]["wire_models"] == ["gpt-5-mini", "gpt-5-pro x"]
     pinning = report["model_pinning"]
@@ -72,3 +79,6 @@ repetitions = 1
     markdown = next((tmp_path / "home" / "reports").glob("*/report.md")).read_text()
     assert "- pinned models: **not held**: upgrader: 1 of 1 run(s) asked for gpt-5-pro x" \
         in markdown
+    held = by_condition["held"]["metrics"]
+    assert held["wire_models"] == ["gpt-5-mini"] and held["wire_refused"] == 1
+    assert pinning["held"]["off_pin_runs"] == 0

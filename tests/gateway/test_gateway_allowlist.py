@@ -129,3 +129,19 @@ def test_provider_429_and_5xx_pass_through_unchanged_and_are_counted(path, api, 
         assert (totals["input_tokens"], totals["output_tokens"]) == (5, 1)
         assert [r["cost_usd"] for r in run.records()][:3] == [0.0, 0.0, 0.0]
         assert json.dumps(run.records())  # plain data
+
+
+def test_a_run_held_to_its_models_refuses_any_other(servers, gateway, sock_dir):
+    """A condition that declares its models (allowed_models) has the gateway refuse a model
+    call naming another, or none: the agent writes the model into every request."""
+    allowed, _ = servers
+    run = gateway.open_run("pinned", sock_dir / "g.sock", upstreams=[
+        Upstream(allowed.url + "/v1")], models={"small", "side"})
+    door = str(sock_dir / "g.sock")
+    for body in ({"model": "big"}, {"model": "small\n"}, {"messages": []}, {"model": 5}):
+        reply = send(door, "/messages", body)
+        assert reply.status == 403 and reply.json()["error"]["type"] == "model_not_allowed"
+    assert send(door, "/messages", {"model": "small"}).status == 200
+    assert send(door, "/messages", {"model": "side"}).status == 200
+    assert [e.body.get("model") for e in allowed.exchanges] == ["small", "side"]
+    assert run.totals()["refused"] == 4

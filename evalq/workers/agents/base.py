@@ -226,7 +226,8 @@ class AgentAdapter(ABC):
             if box.sealed and socket_path is None and upstream:
                 door = stack.enter_context(open_door(
                     upstream, granted, auth=self.wire_auth,
-                    budgets=gateway_budgets(ctx), concurrency=ctx.settings.get("concurrency")))
+                    budgets=gateway_budgets(ctx), concurrency=ctx.settings.get("concurrency"),
+                    models=enforced_models(ctx)))
                 socket_path = door.socket_path
             ctx.model_url = box.model_url(upstream) if socket_path or not box.sealed else None
             env = ctx.profile.env
@@ -295,6 +296,17 @@ def reclaim_workspace(workspace: Path) -> Optional[str]:
     os.unlink(workspace)
     workspace.mkdir()
     return what
+
+
+def enforced_models(ctx: AgentContext) -> Optional[frozenset[str]]:
+    """The models the gateway lets the run's model calls name: the pinned model and the
+    declared `settings.allowed_models`, once a condition declares them; None (any model, each
+    recorded and checked in the report, evalq.analysis.pinning) while it declares none, as an
+    agent's own side models are not known until a study names them."""
+    declared = ctx.settings.get("allowed_models")
+    if declared is None or not ctx.model:
+        return None
+    return frozenset({ctx.model, *declared})
 
 
 def gateway_budgets(ctx: AgentContext) -> RunBudgets:

@@ -15,7 +15,7 @@ import ssl
 import stat
 import threading
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import aiohttp
 from aiohttp import web
@@ -134,15 +134,19 @@ class Gateway:
                  credentials: Optional[Mapping[str, str]] = None,
                  budgets: Optional[RunBudgets] = None, concurrency: Optional[int] = None,
                  on_exhausted: Optional[Callable[[str], None]] = None,
-                 socket_mode: int = 0o600) -> GatewayRun:
+                 socket_mode: int = 0o600,
+                 models: Optional[Iterable[str]] = None) -> GatewayRun:
         """Listen for one run on `socket_path` (its parent should be a directory only the
-        worker can enter) and return its handle once the socket accepts connections."""
+        worker can enter) and return its handle once the socket accepts connections.
+
+        With `models`, a model call naming any other model is refused (403 model_not_allowed)."""
         path = Path(socket_path)
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
             raise ValueError(f"socket path {path} is over {MAX_SOCKET_PATH} bytes; "
                              "use a shorter directory")
         run = GatewayRun(self, run_id, path, as_upstreams(upstreams), credentials or {},
-                         budgets or RunBudgets(), concurrency, on_exhausted)
+                         budgets or RunBudgets(), concurrency, on_exhausted,
+                         None if models is None else frozenset(models))
         with self.runs_lock:
             if run_id in self.runs:
                 raise ValueError(f"run {run_id!r} is already open on this gateway")

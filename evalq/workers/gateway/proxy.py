@@ -115,6 +115,11 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.wire = wire_format(urlsplit(url).path)
         facts = request_facts(record.wire, body)
         record.model, record.stream = facts.model, facts.stream
+        if record.wire is not None and run.models is not None and record.model not in run.models:
+            asked = (record.model or "")[:100]
+            raise Refused(403, "model_not_allowed", f"model {asked!r} is not one this condition "
+                          f"may use ({', '.join(sorted(run.models))}): it pins its model "
+                          "(settings.allowed_models names any others)")
         record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
         record.retry = run.seen_before(request.method, url, body)
         if record.wire is not None:

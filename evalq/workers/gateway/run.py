@@ -37,7 +37,8 @@ class GatewayRun:
     def __init__(self, gateway: Any, run_id: str, socket_path: Path,
                  upstreams: Sequence[Upstream], credentials: Mapping[str, str],
                  budgets: RunBudgets, concurrency: Optional[int],
-                 on_exhausted: Optional[Callable[[str], None]]):
+                 on_exhausted: Optional[Callable[[str], None]],
+                 models: Optional[frozenset[str]] = None):
         missing = [u.credential for u in upstreams
                    if u.credential and not credentials.get(u.credential)]
         if missing:
@@ -54,6 +55,8 @@ class GatewayRun:
         self.secrets = sorted({v for v in self.credentials.values() if v}, key=len,
                               reverse=True)
         self.concurrency = concurrency
+        #: the models a model call may name (the condition's pinned and allowed ones); None: any
+        self.models = models
         self.meter = BudgetMeter(budgets)
         budgeted = budgets.max_tokens is not None or budgets.max_cost_usd is not None
         self.model_calls: Optional[asyncio.Semaphore] = \
