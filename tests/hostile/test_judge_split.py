@@ -8,14 +8,12 @@ catch every forgery of the report as `tampered`.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
-from hostile_backend import backend  # noqa: F401 (the fixture)
+from hostile_backend import backend, traversable_tempdir  # noqa: F401 (the fixture)
 
 from evalq.fixtures.fixture import Fixture, freeze_fixture, load_fixture
 from evalq.graders import split
@@ -277,14 +275,8 @@ def fixtures(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def grading_tmp(monkeypatch):
-    """Grading copies under a folder the sandbox users can traverse, removed afterwards."""
-    folder = Path(tempfile.gettempdir()) / f"evalq-forgery-{uuid.uuid4().hex[:12]}"
-    folder.mkdir(mode=0o711)
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    yield folder
-    leftover = list(folder.iterdir())
-    shutil.rmtree(folder, ignore_errors=True)
-    assert leftover == [], leftover
+    with traversable_tempdir("evalq-forgery-", monkeypatch) as folder:
+        yield folder
 
 
 def grade(fixture, backend, tmp_path, files):
@@ -345,30 +337,16 @@ def test_references_and_canaries_stay_apart(fixtures, backend, tmp_path, verdict
 
 
 @pytest.mark.parametrize("verdict", ["judge", "in-process"])
-def test_node_solution_that_disarms_assert(fixtures, backend, tmp_path, verdict):
+@pytest.mark.parametrize("source", [NOOP_ASSERT, NOOP_STRICT_ASSERT],
+                         ids=["node:assert", "node:assert/strict only"])
+def test_node_solution_that_disarms_assert(fixtures, backend, tmp_path, verdict, source):
     """Judged apart, `assert` lives in the judge and the attack is void; in-process (the
-    control) it silences the real checks and the canary alike: tampered."""
+    control) it silences the real checks and the canary alike: tampered. The canaries are
+    copies of real tests, so they assert through the same module and are disarmed with them
+    (disarming only node:assert/strict graded `correct` while a canary used node:assert)."""
     workspace = tmp_path / "agent-workspace"
     workspace.mkdir()
-    (workspace / "lib.js").write_text(NOOP_ASSERT)
-    graded = grade_workspace(fixtures[f"node {verdict}"], workspace, sandbox=backend)
-    assert graded.outcome == Outcome.incorrect, graded
-    if verdict == "judge":
-        assert graded.tampered is False and "test_answer" in graded.reason, graded
-    else:
-        assert graded.tampered is True and "canary" in graded.reason, graded
-        assert [c.passed for c in graded.criteria] == [True, True], graded.criteria
-
-
-@pytest.mark.parametrize("verdict", ["judge", "in-process"])
-def test_node_solution_that_disarms_only_the_tests_assert_module(fixtures, backend, tmp_path,
-                                                                 verdict):
-    """In-process, the canaries are copies of real tests, so they assert through the same
-    module and are disarmed with them: tampered (it graded `correct` while the canary asserted
-    through node:assert)."""
-    workspace = tmp_path / "agent-workspace"
-    workspace.mkdir()
-    (workspace / "lib.js").write_text(NOOP_STRICT_ASSERT)
+    (workspace / "lib.js").write_text(source)
     graded = grade_workspace(fixtures[f"node {verdict}"], workspace, sandbox=backend)
     assert graded.outcome == Outcome.incorrect, graded
     if verdict == "judge":

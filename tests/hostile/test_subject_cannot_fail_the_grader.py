@@ -14,16 +14,14 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
-from hostile_backend import backend  # noqa: F401 (the fixture)
+from hostile_backend import backend, traversable_tempdir  # noqa: F401 (the fixture)
 
 from conftest import copy_fixture
 from evalq.fixtures.fixture import freeze_fixture, load_fixture
 from evalq.graders.grade import grade_workspace
-from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
 from test_hostile_solutions import leftovers
 from test_judge_split import JUDGED, make_fixture
@@ -67,7 +65,7 @@ def answer():
 def fast(root: Path, tests: str | None = None, timeout: int = 8, memory_mb: int = 256):
     """The forgery fixture (answer() must be 42) with a short time limit, so an attack on the
     time limit is cheap to run: the judge's deadline for answers is then 5 s."""
-    fixture = make_fixture(root, "judge", tests)
+    make_fixture(root, "judge", tests)
     spec = root / "fixture.toml"
     spec.write_text(spec.read_text().replace("timeout_seconds = 20", f"timeout_seconds = {timeout}")
                     .replace("memory_mb = 256", f"memory_mb = {memory_mb}"))
@@ -84,14 +82,8 @@ def fixtures(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def grading_tmp(tmp_path, monkeypatch):  # tmp_path first: its base dir is made before the patch
-    """Grading copies under a folder the sandbox users can traverse, removed afterwards."""
-    folder = Path(tempfile.gettempdir()) / f"evalq-subject-{uuid.uuid4().hex[:12]}"
-    folder.mkdir(mode=0o711)
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    yield folder
-    leftover = list(folder.iterdir())
-    shutil.rmtree(folder, ignore_errors=True)
-    assert leftover == [], leftover
+    with traversable_tempdir("evalq-subject-", monkeypatch) as folder:
+        yield folder
 
 
 def graded(fixture, backend, tmp_path, files: dict[str, str]):
