@@ -69,9 +69,10 @@ def test_docker_agent_sweep_removes_agent_containers_past_their_deadline():
     try:
         assert janitor.sweep_once(get_agent_sandbox("docker")) >= 1
         ids = {c.id for c in client.containers.list(
-            all=True, filters={"label": f"evalq.label={label}"})}
+            all=True, filters={"label": f"evalq.label={label}"}, ignore_removed=True)}
         assert made[0].id not in ids and made[1].id in ids
     finally:
-        for c in client.containers.list(all=True, filters={"label": f"evalq.label={label}"}):
+        for c in client.containers.list(all=True, filters={"label": f"evalq.label={label}"},
+                                        ignore_removed=True):
             c.remove(force=True)
         client.close()

@@ -317,7 +317,8 @@ def test_no_process_outlived_the_run(study):
         import docker
 
         client = docker.from_env()
-        left = client.containers.list(all=True, filters={"label": "evalq.phase=agent"})
+        left = client.containers.list(all=True, filters={"label": "evalq.phase=agent"},
+                                      ignore_removed=True)
         assert not [c for c in left if c.labels.get("evalq.label", "").startswith(FIXTURE)]
 
 

@@ -110,10 +110,12 @@ def test_docker_sweep_removes_containers_past_their_deadline():
     try:
         assert janitor.sweep_once(get_sandbox("docker")) >= 1
         ids = {c.id for c in client.containers.list(all=True,
-                                                    filters={"label": f"{LABEL_LABEL}={label}"})}
+                                                    filters={"label": f"{LABEL_LABEL}={label}"},
+                                                    ignore_removed=True)}
         assert past.id not in ids and ahead.id in ids
     finally:
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL_LABEL}={label}"}):
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL_LABEL}={label}"},
+                                        ignore_removed=True):
             c.remove(force=True)
         client.close()
 

@@ -126,7 +126,8 @@ def leftovers(backend, marker: str) -> list[str]:
 
         client = docker.from_env()
         found += [c.name for c in client.containers.list(
-            all=True, filters={"label": "evalq.sandbox"}) if marker in str(c.attrs["Mounts"])]
+            all=True, filters={"label": "evalq.sandbox"}, ignore_removed=True)
+            if marker in str(c.attrs["Mounts"])]
     return found
 
 

@@ -70,7 +70,8 @@ def label() -> str:
     client = docker.from_env()
     try:
         left = client.containers.list(
-            all=True, filters={"label": [f"{LABEL_SANDBOX}=1", f"{LABEL_LABEL}={name}"]})
+            all=True, filters={"label": [f"{LABEL_SANDBOX}=1", f"{LABEL_LABEL}={name}"]},
+            ignore_removed=True)
         for c in left:
             c.remove(force=True)
     finally:
@@ -290,7 +291,7 @@ def test_sweep_removes_only_old_containers(label):
         removed = DockerSandbox().sweep(max_age_seconds=600)
         assert removed >= 1
         ids = {c.id for c in client.containers.list(
-            all=True, filters={"label": f"{LABEL_LABEL}={label}"})}
+            all=True, filters={"label": f"{LABEL_LABEL}={label}"}, ignore_removed=True)}
         assert old.id not in ids and new.id in ids
     finally:
         new.remove(force=True)
