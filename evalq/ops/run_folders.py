@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.graders.sandbox.scratch import unmount
 from evalq.safe_read import read_left
-from evalq.workers.profile import unmount
 
 log = logging.getLogger("evalq.janitor")
 

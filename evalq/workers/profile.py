@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalq.graders.sandbox.cleanup import remove_tree
-from evalq.graders.sandbox.scratch import MNT_DETACH, MS_NODEV, MS_NOSUID, _libc
+from evalq.graders.sandbox.scratch import mount_tmpfs, unmount
 
 #: the source name of profile tmpfs mounts (how a sweep knows them)
 PROFILE_SOURCE = "evalq-run"
@@ -64,14 +64,8 @@ def cap_folder(folder: Path, disk_mb: int, inodes: int = PROFILE_INODES) -> bool
     (not charged to a cgroup v1 memory limit): without a count, millions of them could be."""
     if os.geteuid() != 0:
         return False
-    options = f"size={int(disk_mb)}m,nr_inodes={int(inodes)},mode=0700".encode()
-    return _libc().mount(PROFILE_SOURCE.encode(), str(folder).encode(), b"tmpfs",
-                         MS_NOSUID | MS_NODEV, options) == 0
-
-
-def unmount(folder: Path) -> None:
-    """Detach a profile's tmpfs (what is in it is gone with it)."""
-    _libc().umount2(str(folder).encode(), MNT_DETACH)
+    options = f"size={int(disk_mb)}m,nr_inodes={int(inodes)},mode=0700"
+    return mount_tmpfs(folder, PROFILE_SOURCE, options) is None
 
 
 def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None = None,

@@ -57,6 +57,20 @@ def _libc():
     return libc
 
 
+def mount_tmpfs(folder: Path, source: str, options: str) -> Optional[str]:
+    """Mount a nosuid, nodev tmpfs named `source` with `options` on `folder`; None when it
+    is mounted, else why not. Grading scratch and agent profiles both use it."""
+    if _libc().mount(source.encode(), str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                     options.encode()) != 0:
+        return os.strerror(ctypes.get_errno())
+    return None
+
+
+def unmount(folder: Path) -> bool:
+    """Detach the tmpfs on `folder` (what is in it goes with it); whether it was."""
+    return _libc().umount2(str(folder).encode(), MNT_DETACH) == 0
+
+
 @contextmanager
 def grading_folder() -> Iterator[Path]:
     """A fresh directory named after this process, removed afterwards however deep a tree the
@@ -76,16 +90,14 @@ def size_capped(folder: Path, size_mb: int) -> Iterator[Scratch]:
     if os.geteuid() != 0:
         yield Scratch(folder, note="no total disk cap (needs root to mount a tmpfs)")
         return
-    options = f"size={int(size_mb)}m,mode=0711".encode()
-    target = str(folder).encode()
-    if _libc().mount(SOURCE.encode(), target, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
-        why = os.strerror(ctypes.get_errno())
+    why = mount_tmpfs(folder, SOURCE, f"size={int(size_mb)}m,mode=0711")
+    if why is not None:
         yield Scratch(folder, note=f"no total disk cap (tmpfs mount failed: {why})")
         return
     try:
         yield Scratch(folder, capped=True)
     finally:
-        _libc().umount2(target, MNT_DETACH)
+        unmount(folder)
 
 
 @contextmanager
@@ -119,7 +131,7 @@ def sweep_mounts(max_age_seconds: float) -> int:
             age = 0.0
         if not orphaned(mount.name, DIR_PREFIX, age, max_age_seconds):
             continue
-        if _libc().umount2(str(mount).encode(), MNT_DETACH) == 0:
+        if unmount(mount):
             removed += 1
             remove_tree(mount)
     return removed
