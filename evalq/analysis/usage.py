@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-#: a counted field -> the gateway's count of it
-FROM_WIRE = {"input_tokens": "wire_input_tokens", "output_tokens": "wire_output_tokens",
-             "cache_read_tokens": "wire_cache_read_tokens",
-             "cache_write_tokens": "wire_cache_write_tokens", "cost_usd": "wire_cost_usd"}
+from evalq.workers.wire import COMPARED
+
+#: a counted field -> the gateway's count of it: the compared token counts, and the cost
+FROM_WIRE = {**COMPARED, "cost_usd": "wire_cost_usd"}
 GATEWAY, AGENT = "gateway", "agent"
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
+from evalq.analysis.pinning import allowed_models
 from evalq.fixtures.archive import WorkspaceTooLarge
 from evalq.fixtures.fixture import Fixture
 from evalq.models import Budgets, Condition, Limits, RunMetrics
@@ -299,14 +300,14 @@ def reclaim_workspace(workspace: Path) -> Optional[str]:
 
 
 def enforced_models(ctx: AgentContext) -> Optional[frozenset[str]]:
-    """The models the gateway lets the run's model calls name: the pinned model and the
-    declared `settings.allowed_models`, once a condition declares them; None (any model, each
-    recorded and checked in the report, evalq.analysis.pinning) while it declares none, as an
+    """The models the gateway lets the run's model calls name: the condition's models
+    (evalq.analysis.pinning, the report's check), once it declares `settings.allowed_models`;
+    None (any model, each recorded and checked in the report) while it declares none, as an
     agent's own side models are not known until a study names them."""
-    declared = ctx.settings.get("allowed_models")
-    if declared is None or not ctx.model:
+    if ctx.settings.get("allowed_models") is None:
         return None
-    return frozenset({ctx.model, *declared})
+    allowed = allowed_models(ctx.condition.model_dump())
+    return None if allowed is None else frozenset(allowed)
 
 
 def gateway_budgets(ctx: AgentContext) -> RunBudgets:
