@@ -183,17 +183,17 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             return "cancelled"
         if stop.reason == "lease lost":
             return "lease lost to another worker"
-        try:
-            if result.extra.get(TOO_LARGE):  # redaction stopped at the limit: store none of it
-                raise WorkspaceTooLarge(result.extra[TOO_LARGE])
-            artifacts = _store_artifacts(store, fixture, profile, result)
-        except WorkspaceTooLarge as exc:  # what the agent left breaks the limit: its doing
+        too_large = result.extra.get(TOO_LARGE)  # redaction stopped at the limit
+        if too_large is None:
+            try:
+                artifacts = _store_artifacts(store, fixture, profile, result)
+            except WorkspaceTooLarge as exc:
+                too_large = str(exc)
+        if too_large is not None:  # what the agent left breaks the limit: its doing
             artifacts = _store_artifacts(store, fixture, profile, result, workspace=False)
-            result.timed_out, result.stop_reason = False, None
-            finished = time.time()
             _send("evalq.record_result", result_payload(
-                ref, **common, agent_finished_at=finished, outcome="incorrect",
-                reason=f"not graded: {exc}; the agent's workspace is over evalq's limit",
+                ref, **common, agent_finished_at=time.time(), outcome="incorrect",
+                reason=f"not graded: {too_large}; the agent's workspace is over evalq's limit",
                 metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts))
             return "incorrect"
         finished = time.time()
