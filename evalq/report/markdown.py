@@ -259,6 +259,7 @@ def _wire_disagreements(rows: list[dict[str, Any]]) -> list[str]:
     differ = [r for r in metered if r.get("accounting_disagrees")]
     lines = [f"Model gateway: {len(metered)} run(s) metered on the wire, whose counts are "
              f"the ones counted here; {len(differ)} disagree with the agent's own report."]
+
     def counts(row: dict[str, Any], prefix: str) -> str:
         return ", ".join(fmt.count(row.get(prefix + k)) for k in row["accounting_disagrees"])
 
