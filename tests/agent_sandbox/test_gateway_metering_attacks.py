@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from evalq.graders.sandbox.base import SandboxLimits
 from evalq.workers.gateway import Gateway, RunBudgets, Upstream
 from evalq.workers.profile import new_profile
 from evalq.workers.sandbox import AgentJob, get_agent_sandbox
+from probe_limits import PROBE_LIMITS
 
 OUTPUT_TOKENS = 500
 
@@ -129,11 +129,9 @@ def test_hanging_up_before_the_usage_event_does_not_dodge_the_meter(tmp_path, ba
     try:
         run = gateway.open_run("hangup", folder / "door.sock", [Upstream(provider.url)],
                                budgets=RunBudgets(max_tokens=100))
-        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                               output_limit_bytes=1_000_000, disk_mb=64)
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT)], env=profile.env,
-            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
             door_socket=str(run.socket_path), label="hangup"))
         assert done.exit_code == 0, (done.stdout, done.stderr)
         assert b"A 200" in done.stdout  # the agent had its answer and is gone
@@ -197,12 +195,10 @@ def test_many_model_calls_at_once_overshoot_a_token_budget_by_a_few_at_most(tmp_
         with ModelServer(script, gate=gate) as server:
             run = gateway.open_run("burst", folder / "door.sock", [Upstream(server.url)],
                                    budgets=RunBudgets(max_tokens=1000))  # one call's worth
-            limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                                   output_limit_bytes=1_000_000, disk_mb=64)
             job = AgentJob(argv=["/usr/bin/python3", "-c", PARALLEL,
                                  f"http://127.0.0.1:{DOOR_PORT}", str(calls)],
                            env=profile.env, workspace=profile.workspace,
-                           profile_root=profile.root, limits=limits,
+                           profile_root=profile.root, limits=PROBE_LIMITS,
                            door_socket=str(run.socket_path), label="burst")
             agent = threading.Thread(target=lambda: out.update(
                 done=get_agent_sandbox(backend).run(job)), daemon=True)
@@ -274,11 +270,9 @@ def test_a_flood_of_connections_to_the_door_cannot_starve_other_runs(tmp_path, b
             flooded = gateway.open_run("flood", folder / "a.sock", [Upstream(server.url)])
             other = gateway.open_run("other", folder / "b.sock", [Upstream(server.url)])
             before = _fds()
-            limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                                   output_limit_bytes=1_000_000, disk_mb=64)
             job = AgentJob(argv=["/usr/bin/python3", "-c", FLOOD], env=profile.env,
                            workspace=profile.workspace, profile_root=profile.root,
-                           limits=limits, door_socket=str(flooded.socket_path), label="flood")
+                           limits=PROBE_LIMITS, door_socket=str(flooded.socket_path), label="flood")
             agent = threading.Thread(target=lambda: out.update(
                 done=get_agent_sandbox(backend).run(job)), daemon=True)
             agent.start()
@@ -339,11 +333,9 @@ def test_a_request_loop_cannot_grow_the_gateways_records_without_bound(tmp_path,
     gateway = Gateway()
     try:
         run = gateway.open_run("loop", folder / "door.sock", [Upstream("http://127.0.0.1:9")])
-        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                               output_limit_bytes=1_000_000, disk_mb=64)
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", HAMMER, str(DOOR_PORT), "1000"], env=profile.env,
-            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
             door_socket=str(run.socket_path), label="loop"))
         assert done.exit_code == 0, done.stderr
         assert b"CODES {403: 200, 429: 800}" in done.stdout, done.stdout
@@ -377,12 +369,10 @@ def test_malformed_requests_in_a_loop_do_not_flood_the_workers_log(tmp_path, bac
     gateway = Gateway()
     try:
         run = gateway.open_run("bad", folder / "door.sock", [Upstream("http://127.0.0.1:9")])
-        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                               output_limit_bytes=1_000_000, disk_mb=64)
         with caplog.at_level("DEBUG"):
             done = get_agent_sandbox(backend).run(AgentJob(
                 argv=["/usr/bin/python3", "-c", MALFORMED, "300"], env=profile.env,
-                workspace=profile.workspace, profile_root=profile.root, limits=limits,
+                workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
                 door_socket=str(run.socket_path), label="bad"))
             run.close()  # (every connection's handler has run)
         assert done.exit_code == 0 and b"SENT" in done.stdout, done.stderr

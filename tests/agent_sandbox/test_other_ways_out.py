@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from evalq.graders.sandbox.base import SandboxLimits
 from evalq.workers.profile import new_profile
 from evalq.workers.sandbox import AgentJob, get_agent_sandbox
+from probe_limits import PROBE_LIMITS
 
 AGENT = r'''
 import json, os, socket, sys
@@ -111,12 +111,10 @@ def test_no_way_out_but_the_door(tmp_path, backend):
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
-        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                               output_limit_bytes=1_000_000, disk_mb=64)
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", AGENT, json.dumps(listeners.targets(canary))],
             env=profile.env, workspace=profile.workspace, profile_root=profile.root,
-            limits=limits, label="ways-out"))
+            limits=PROBE_LIMITS, label="ways-out"))
     finally:
         hits = listeners.close()
         profile.cleanup()
@@ -169,11 +167,9 @@ def test_root_only_files_in_what_the_agent_is_shown_stay_unreadable(tmp_path, ba
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
-        limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                               output_limit_bytes=1_000_000, disk_mb=64)
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", READ_PREFIX, str(prefix)], env=profile.env,
-            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
             readonly=[prefix], label="prefix"))
         assert done.exit_code == 0, done.stderr.decode()
         said = json.loads(done.stdout.decode().strip().splitlines()[-1])
@@ -207,12 +203,10 @@ def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
     no larger than its disk allowance, not half the host's memory."""
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
-    limits = SandboxLimits(timeout_seconds=60, memory_mb=512, pids=64, cpus=1.0,
-                           output_limit_bytes=1_000_000, disk_mb=64)
     try:
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", SCRATCH], env=profile.env,
-            workspace=profile.workspace, profile_root=profile.root, limits=limits,
+            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
             label="scratch"))
     finally:
         profile.cleanup()

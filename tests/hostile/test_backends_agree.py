@@ -43,19 +43,24 @@ def test_bwrap_and_docker_agree(tmp_path, path):
                                           "rootfs_digest": digest}
 
 
+def _shell(backend, script: str, image: str | None = None):
+    """`sh -c script` graded-style in `backend`: an empty workspace and report folder, 30 s."""
+    with grading_folder() as tmp:
+        ws, rep = tmp / "ws", tmp / "rep"
+        ws.mkdir()
+        rep.mkdir()
+        return backend.run(["sh", "-c", script], workspace=ws, report_dir=rep,
+                           limits=SandboxLimits(timeout_seconds=30),
+                           env={"PATH": "/usr/bin:/bin"}, image=image)
+
+
 @pytest.mark.parametrize("image", ["evalq-grader-python:local", "evalq-grader-node:local",
                                    "evalq-grader-make:local"])
 def test_same_versions_in_both_backends(image):
     """Not the host's /usr in bwrap: the tools the grader sees are the image's, byte for byte."""
     seen = {}
     for backend in (get_sandbox("bwrap"), _docker()):
-        with grading_folder() as tmp:
-            ws, rep = tmp / "ws", tmp / "rep"
-            ws.mkdir()
-            rep.mkdir()
-            result = backend.run(["sh", "-c", VERSIONS], workspace=ws, report_dir=rep,
-                                 limits=SandboxLimits(timeout_seconds=30),
-                                 env={"PATH": "/usr/bin:/bin"}, image=image)
+        result = _shell(backend, VERSIONS, image=image)
         assert result.exit_code == 0, result
         seen[backend.name] = (result.stdout, result.toolchain.digest)
     assert seen["bwrap"] == seen["docker"]
@@ -86,12 +91,5 @@ def test_same_scratch_space_in_both_backends():
     one verdict in one backend and the other in the other."""
     seen = {}
     for backend in (get_sandbox("bwrap"), _docker()):
-        with grading_folder() as tmp:
-            ws, rep = tmp / "ws", tmp / "rep"
-            ws.mkdir()
-            rep.mkdir()
-            result = backend.run(["sh", "-c", SCRATCH_SPACE], workspace=ws, report_dir=rep,
-                                 limits=SandboxLimits(timeout_seconds=30),
-                                 env={"PATH": "/usr/bin:/bin"})
-        seen[backend.name] = result.stdout.split()
+        seen[backend.name] = _shell(backend, SCRATCH_SPACE).stdout.split()
     assert seen["bwrap"] == seen["docker"] == ["/tmp:100MB", "/dev/shm:full"], seen
