@@ -86,12 +86,14 @@ def _require_deployment_tools() -> None:
 class Machine:
     """One compose project: its own .env (from .env.example) and compose CLI."""
 
-    def __init__(self, deployment: "Deployment", name: str, cli: list[str], machine: str):
+    def __init__(self, deployment: "Deployment", name: str, cli: list[str], machine: str,
+                 joins: bool = False):
         self.project = f"{deployment.name}{name}"
         self.cli = cli
         self.env_file = deployment.folder / f"{name}.env"
         values = {**deployment.settings, "EVALQ_MACHINE": machine,
-                  "EVALQ_ENV_FILE": str(self.env_file)}
+                  "EVALQ_ENV_FILE": str(self.env_file),
+                  "EVALQ_JOIN_NETWORK": "true" if joins else "false"}
         text = (ROOT / ".env.example").read_text()
         for key, value in values.items():
             text, found = re.subn(rf"(?m)^{key}=.*$", f"{key}={value}", text)
@@ -142,7 +144,7 @@ class Deployment:
             f"postgresql+psycopg2://evalq:{self.passwords['POSTGRES_PASSWORD']}@127.0.0.1:"
             f"{self.ports['POSTGRES_PORT']}/evalq", pool_pre_ping=True)
         self.server = Machine(self, "server", V1, "machine-1")
-        self.joiner = Machine(self, "joiner", V2, "machine-2")
+        self.joiner = Machine(self, "joiner", V2, "machine-2", joins=True)
 
     def host_env(self) -> dict[str, str]:
         """What `evalq run` and `evalq report` on the host are given (README)."""
