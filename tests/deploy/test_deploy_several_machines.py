@@ -55,10 +55,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait(what: str, check, timeout: float, every: float = 0.5):
-    """Poll `check` until it returns something true; fail naming `what` at the deadline."""
+def _wait(what: str, check, timeout: float, every: float = 0.5, launcher=None, log=None):
+    """Poll `check` until it returns something true; fail naming `what` at the deadline, or as
+    soon as `launcher` (the `evalq run` under way) has ended."""
     deadline = time.monotonic() + timeout
     while True:
+        if launcher is not None and launcher.poll() is not None:
+            pytest.fail(f"evalq run ended (exit {launcher.returncode}) before {what}:\n"
+                        f"{log.read_text()[-3000:]}", pytrace=False)
         found = check()
         if found:
             return found
@@ -163,10 +167,12 @@ class Deployment:
             return json.loads(response.read())
 
     def flower_workers(self) -> set[str]:
+        """Workers Flower shows online (from their heartbeats, as on its Workers page)."""
         try:
-            return {name for name, info in self.flower("/api/workers?refresh=1").items() if info}
-        except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+            shown = self.flower("/workers?json=1")["data"]
+        except (urllib.error.URLError, ConnectionError, json.JSONDecodeError, KeyError):
             return set()
+        return {worker["hostname"] for worker in shown if worker.get("status")}
 
     def attempts(self, study: str) -> list[dict]:
         with self.database.connect() as conn:
@@ -209,6 +215,7 @@ class Deployment:
 
 def _write_study(folder: Path, study_id: str) -> Path:
     fixtures = ", ".join(f'"{(FIXTURES / name).as_posix()}"' for name in FIXTURE_NAMES)
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "study.toml"
     conditions = "".join(f'''
 [[conditions]]
@@ -239,7 +246,7 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
     _wait("the server machine's 6 workers in Flower",
           lambda: len(deployment.flower_workers()) >= expected_first, timeout=180)
     with pytest.raises(urllib.error.HTTPError) as refused:
-        deployment.flower("/api/workers", auth=False)
+        deployment.flower("/workers?json=1", auth=False)
     assert refused.value.code == 401, "Flower must ask for basic auth"
 
     study_id = f"deploy-{deployment.name[-8:]}"
@@ -251,7 +258,8 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
     try:
         # an agent worker dies mid-trial: its lease expires and the trial runs again elsewhere
         victim = _wait("an agent worker in the middle of a trial", lambda: deployment.holder(
-            study_id, "running", "agents", server), timeout=180, every=0.2)
+            study_id, "running", "agents", server), timeout=180, every=0.2,
+            launcher=launcher, log=tmp_path / "run.log")
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
         # a second machine joins (compose v2, the same .env but its machine name)
         joiner.compose("up", "-d", "--no-build", "--no-deps", "agent-worker", "grading-worker")
@@ -261,7 +269,8 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
         server.compose("start", "redis")
         # a grading worker dies mid-grade
         grader = _wait("a grading worker in the middle of a grading", lambda: deployment.holder(
-            study_id, "grading", "grading", server), timeout=240, every=0.2)
+            study_id, "grading", "grading", server), timeout=240, every=0.2,
+            launcher=launcher, log=tmp_path / "run.log")
         subprocess.run(["docker", "kill", grader], check=True, capture_output=True)
         # workers are added back on the first machine
         server.compose("up", "-d", "--no-build", "--no-recreate", "--scale", "agent-worker=3",
@@ -291,9 +300,15 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
                 if row["outcome"] in ("grading_failure", "infrastructure_failure")]
     assert failures == [], f"evalq's own failures recorded: {failures}"
 
-    workers = deployment.flower_workers()
-    assert any(name.startswith("agents@machine-2-") for name in workers), workers
-    assert any(name.startswith("grading@machine-2-") for name in workers), workers
+    running = {f"{queue}@{machine}-{container}"
+               for project, machine in ((server, "machine-1"), (joiner, "machine-2"))
+               for service, queue in (("agent-worker", "agents"), ("grading-worker", "grading"),
+                                      ("results", "results"))
+               for container in (project.containers(service) if service != "results"
+                                 or project is server else [])}
+    assert len(running) == 3 + 2 + 1 + 2, running
+    _wait("every running worker online in Flower",
+          lambda: deployment.flower_workers() >= running, timeout=60)
     tasks = deployment.flower("/api/tasks?limit=1000")
     named = {str(task.get("args")) + str(task.get("name")) for task in tasks.values()}
     assert any(f"{study_id}/" in text for text in named), "Flower shows no trial by name"
