@@ -182,13 +182,14 @@ class Deployment:
                 "WHERE a.study_id = :s"), {"s": study})
             return [dict(row._mapping) for row in rows]
 
-    def holder(self, study: str, state: str, prefix: str, machine: Machine) -> str | None:
-        """A container of `machine` holding a live lease of an attempt in `state`."""
+    def holder(self, study: str, state: str, machine: Machine) -> str | None:
+        """A container of `machine` holding the lease of an attempt in `state` (a lease owner
+        names the worker's host, which is the container's short id)."""
         running = set(machine.containers("agent-worker" if state == "running"
                                          else "grading-worker"))
         for row in self.attempts(study):
             owner = row["lease_owner"] or ""
-            match = re.search(rf"{prefix}@machine-1-([0-9a-f]{{12}})", owner)
+            match = re.search(r"machine-1-([0-9a-f]{12})", owner)
             if row["state"] == state and match and match.group(1) in running:
                 return match.group(1)
         return None
@@ -258,7 +259,7 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
     try:
         # an agent worker dies mid-trial: its lease expires and the trial runs again elsewhere
         victim = _wait("an agent worker in the middle of a trial", lambda: deployment.holder(
-            study_id, "running", "agents", server), timeout=180, every=0.2,
+            study_id, "running", server), timeout=180, every=0.2,
             launcher=launcher, log=tmp_path / "run.log")
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
         # a second machine joins (compose v2, the same .env but its machine name)
@@ -269,7 +270,7 @@ def test_deploy_several_machines_survive_their_faults(deployment, tmp_path):
         server.compose("start", "redis")
         # a grading worker dies mid-grade
         grader = _wait("a grading worker in the middle of a grading", lambda: deployment.holder(
-            study_id, "grading", "grading", server), timeout=240, every=0.2,
+            study_id, "grading", server), timeout=240, every=0.2,
             launcher=launcher, log=tmp_path / "run.log")
         subprocess.run(["docker", "kill", grader], check=True, capture_output=True)
         # workers are added back on the first machine
