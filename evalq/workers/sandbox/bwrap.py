@@ -20,7 +20,9 @@ uid anyway.
 
 from __future__ import annotations
 
+import logging
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from evalq.errors import InfrastructureError, SandboxError
@@ -60,6 +62,12 @@ def bwrap_as_root() -> bool:
     """Whether bubblewrap itself runs as root, making every namespace but a user namespace:
     only with CAP_SYS_ADMIN. Root without it runs bubblewrap as the agent user."""
     return _as_root() and can_mount()
+
+
+@lru_cache(maxsize=None)
+def _note_once(note: str) -> None:
+    """What a run lacked (no writable cgroup, no seccomp), in the worker's log once."""
+    logging.getLogger("evalq.worker").warning("agent sandbox: %s", note)
 
 
 def _folders_above(binds: list[tuple[str, str, str]]) -> list[str]:
@@ -150,6 +158,8 @@ class BwrapAgentSandbox(AgentSandbox):
                 f" (without CAP_SYS_ADMIN, bubblewrap runs as uid {AGENT_UID}: every folder "
                 "above what the agent is shown must be searchable by others: chmod o+x)")
             raise InfrastructureError(f"agent sandbox: {exc}{hint}") from exc
+        for note in run.notes:
+            _note_once(note)
         return run.proc
 
     def sweep(self, max_age_seconds: float = 0) -> int:

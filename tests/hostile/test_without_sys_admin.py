@@ -1,0 +1,109 @@
+"""Both bubblewrap sandboxes when evalq runs as root without CAP_SYS_ADMIN, as in a Docker
+container: agents run sealed as the host's uid 65534 (bwrap itself runs as that user and makes
+a user namespace), grading grades as with the capability, and what cannot be had without it
+(a tmpfs disk cap; cgroups where the tree is read-only) is said, not silently missing.
+
+The hostile agent's attacks under the same condition are in
+tests/agent_sandbox/test_hostile_agent.py and test_other_ways_out.py (NO_SYS_ADMIN).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+
+from conftest import FIXTURES, PY_FIXTURES, copy_fixture, run_cli, write_study  # noqa: E402
+from no_sys_admin import command, let_agent_pass, run_grading  # noqa: E402
+from test_agents_support import attempts  # noqa: E402
+from evalq.graders.sandbox import SandboxLimits  # noqa: E402
+from evalq.workers.sandbox.paths import evalq_python_paths  # noqa: E402
+
+NO_DISK_CAP = "no total disk cap (mounting a tmpfs needs CAP_SYS_ADMIN"
+CGROUPS = pytest.mark.parametrize("cgroups", [True, False], ids=["cgroups", "no-cgroups"])
+
+
+@pytest.fixture
+def open_tmp(tmp_path, tmp_path_factory) -> Path:
+    """tmp_path, searchable by the agent user, as a deployment's EVALQ_HOME must be."""
+    let_agent_pass(tmp_path, tmp_path_factory.getbasetemp())
+    return tmp_path
+
+
+@CGROUPS
+def test_a_scripted_study_runs_sealed_and_is_graded_as_scripted(open_tmp, cgroups):
+    fixtures = open_tmp / "fixtures"
+    fixtures.mkdir()
+    for name in PY_FIXTURES:
+        copy_fixture(name, fixtures)
+    manifest = write_study(open_tmp / "study", fixtures, repetitions=1)
+    home = open_tmp / "home"
+    proc = run_cli(["run", str(manifest)], {"EVALQ_HOME": str(home), "EVALQ_SANDBOX": "bwrap",
+                                            "EVALQ_AGENT_SANDBOX": "bwrap"}, timeout=600,
+                   wrap=lambda argv: command(argv, [*evalq_python_paths(), home], cgroups))
+    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
+    rows = attempts(home)
+    db = sqlite3.connect(home / "evalq.db")
+    conditions = dict(db.execute("select id, condition from trials"))
+    db.close()
+    assert sorted((conditions[r["trial_id"]], r["outcome"]) for r in rows) == \
+        [("bad", "incorrect")] * 2 + [("good", "correct")] * 2, [r["reason"] for r in rows]
+    assert {r["worker_env"]["agent_sandbox"] for r in rows} == {"bwrap"}
+    # grading could not cap its scratch either, and each grade says so
+    assert all(NO_DISK_CAP in (r["reason"] or "") for r in rows), [r["reason"] for r in rows]
+    report = json.loads((home / "reports" / "t" / "report.json").read_text())
+    assert report["agent_sandbox"]["sealed"] is True
+    assert report["agent_sandbox"]["backends"] == {"bwrap": 4}
+    log = "".join(p.read_text() for p in (home / "logs").glob("*.log"))
+    assert log.count(f"has {NO_DISK_CAP}") == 4, log[-3000:]
+    assert ("agent sandbox: no writable cgroup" in log) is not cgroups, log[-3000:]
+
+
+def test_the_fixture_self_check_grades_each_reference_as_its_verdict(open_tmp):
+    """`evalq fixtures check` (initial, correct and incorrect references, each graded) for a
+    Python and a make fixture, without a writable cgroup tree either, as in compose."""
+    for name in ("py-slugify-bugfix", "c-vsort-bugfix"):
+        shutil.copytree(FIXTURES / name, open_tmp / name)
+    proc = run_cli(["fixtures", "check", str(open_tmp / "py-slugify-bugfix"),
+                    str(open_tmp / "c-vsort-bugfix"), "--json"], {"EVALQ_SANDBOX": "bwrap"},
+                   wrap=lambda argv: command(argv, cgroups=False))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(proc.stdout)
+    assert [(r["fixture"], r["initial"], r["correct"], r["incorrect"], r["ok"]) for r in rows] \
+        == [(n, "incorrect", "correct", "incorrect", True)
+            for n in ("py-slugify-bugfix", "c-vsort-bugfix")]
+    assert all(NO_DISK_CAP in r["reasons"]["correct"] for r in rows), rows
+
+
+PROBE = ("id -u; hostname; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' "
+         "/proc/self/status; unshare -U true 2>/dev/null || echo unshare-refused; "
+         "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; cat /proc/1/cmdline | tr '\\0' ' '; echo")
+
+
+@CGROUPS
+def test_graded_code_is_uid_65534_with_nothing(tmp_path, cgroups):
+    """The grading sandbox's guarantees hold as with CAP_SYS_ADMIN: uid 65534, no capability
+    (not even bounded), no_new_privs, the seccomp filter, loopback only, its own pid 1."""
+    workspace, report = tmp_path / "ws", tmp_path / "rep"
+    workspace.mkdir()
+    report.mkdir()
+    done = run_grading(["sh", "-c", PROBE], workspace, report,
+                       SandboxLimits(timeout_seconds=30), {"PATH": "/usr/bin:/bin",
+                                                           "HOME": "/tmp"}, cgroups)
+    assert done["exit_code"] == 0, done["stderr"]
+    lines = done["stdout"].splitlines()
+    assert lines[:2] == ["65534", "evalq-sandbox"], done["stdout"]
+    fields = dict(line.split(":\t") for line in lines[2:7])
+    assert fields == {"CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+                      "CapBnd": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2"}, fields
+    assert lines[7:9] == ["unshare-refused", "lo"], done["stdout"]
+    assert not lines[9].startswith("sh -c"), done["stdout"]  # pid 1 is bwrap's init
+    assert ("no writable cgroup: memory and process limits use rlimits" in done["notes"]) \
+        is not cgroups, done["notes"]
