@@ -215,3 +215,44 @@ def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
     assert done.exit_code == 0, done.stderr.decode()
     said = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert all(size <= 64 * 1024 * 1024 for size in said.values()), said
+
+
+IDENTITY = r'''
+import ctypes, json, os
+said = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+with open("/proc/self/status") as handle:
+    for line in handle:
+        key, _, value = line.partition(":")
+        if key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
+            said[key] = value.strip()
+said["ns"] = {n: os.readlink(f"/proc/self/ns/{n}")
+              for n in ("pid", "net", "ipc", "uts", "cgroup", "mnt")}
+libc = ctypes.CDLL(None, use_errno=True)
+said["unshare"] = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER
+print(json.dumps(said))
+'''
+
+
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
+def test_the_agent_holds_nothing_and_shares_no_namespace(tmp_path, backend):
+    """uid and gid 65534 with no other group, no capability (none left to gain either), no_new_privs,
+    a seccomp filter that refuses a new namespace, and none of the worker's pid, network, ipc,
+    uts and mount namespaces (nor, in bwrap, its cgroup namespace)."""
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    try:
+        done = run_job(backend, AgentJob(
+            argv=["/usr/bin/python3", "-c", IDENTITY], env=profile.env,
+            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
+            label="identity"), tmp_path)
+    finally:
+        profile.cleanup()
+    assert done.exit_code == 0, done.stderr.decode()
+    said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    none = "0000000000000000"
+    assert said["uid"] == said["gid"] == 65534 and set(said["groups"]) <= {65534}, said
+    assert {k: said[k] for k in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb")} == \
+        dict.fromkeys(("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"), none), said
+    assert said["NoNewPrivs"] == "1" and said["Seccomp"] == "2" and not said["unshare"], said
+    shared = {n for n, link in said["ns"].items() if os.readlink(f"/proc/self/ns/{n}") == link}
+    assert shared <= ({"cgroup"} if backend == "docker" else set()), said["ns"]

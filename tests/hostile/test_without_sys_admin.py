@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 
 from conftest import FIXTURES, PY_FIXTURES, copy_fixture, run_cli, write_study  # noqa: E402
-from no_sys_admin import command, let_agent_pass, run_grading  # noqa: E402
+from no_sys_admin import command, let_agent_pass, run_agent_job, run_grading  # noqa: E402
 from test_agents_support import attempts  # noqa: E402
 from evalq.graders.sandbox import SandboxLimits  # noqa: E402
 from evalq.workers.sandbox.paths import evalq_python_paths  # noqa: E402
@@ -107,3 +108,34 @@ def test_graded_code_is_uid_65534_with_nothing(tmp_path, cgroups):
     assert not lines[9].startswith("sh -c"), done["stdout"]  # pid 1 is bwrap's init
     assert ("no writable cgroup: memory and process limits use rlimits" in done["notes"]) \
         is not cgroups, done["notes"]
+
+
+@CGROUPS
+def test_an_agent_past_its_wall_time_is_stopped_with_all_it_started(tmp_path, cgroups):
+    """The wall-time stop reaches everything the agent started (a `setsid` child included)
+    also when bwrap runs as the agent user, with or without a cgroup."""
+    from evalq.workers.profile import new_profile
+    from evalq.workers.sandbox import AgentJob
+
+    token = f"evalq-nocap-wall-{uuid.uuid4().hex[:12]}"
+    profile = new_profile(tmp_path / "runs")
+    profile.workspace.mkdir()
+    let_agent_pass(profile.root.parent, tmp_path)
+    script = f"setsid sh -c 'sleep 600; : {token}' & sleep 600; : {token}"
+    try:
+        done = run_agent_job(AgentJob(argv=["/bin/sh", "-c", script], env=profile.env,
+                                      workspace=profile.workspace, profile_root=profile.root,
+                                      limits=SandboxLimits(timeout_seconds=3), label="wall"),
+                             cgroups)
+    finally:
+        profile.cleanup()
+    assert done.timed_out, done
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _has(p, token)]
+    assert left == [], left
+
+
+def _has(proc: Path, token: str) -> bool:
+    try:
+        return token.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
