@@ -169,7 +169,8 @@ def run_grading(argv: list[str], workspace: Path, report_dir: Path, limits, env:
     """One grading sandbox run (its ExecResult's fields) without CAP_SYS_ADMIN."""
     out = _call("grading", {"argv": argv, "workspace": str(workspace),
                             "report_dir": str(report_dir), "env": env,
-                            "limits": dataclasses.asdict(limits)}, cgroups=cgroups)
+                            "limits": dataclasses.asdict(limits)}, [workspace, report_dir],
+                cgroups)
     assert out.pop("held") == {"cap_sys_admin": False, "cgroups": cgroups}, "not as asked"
     return out
 

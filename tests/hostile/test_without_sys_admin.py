@@ -89,10 +89,10 @@ PROBE = ("id -u; hostname; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):'
 
 
 @CGROUPS
-def test_graded_code_is_uid_65534_with_nothing(tmp_path, cgroups):
+def test_graded_code_is_uid_65534_with_nothing(open_tmp, cgroups):
     """The grading sandbox's guarantees hold as with CAP_SYS_ADMIN: uid 65534, no capability
     (not even bounded), no_new_privs, the seccomp filter, loopback only, its own pid 1."""
-    workspace, report = tmp_path / "ws", tmp_path / "rep"
+    workspace, report = open_tmp / "ws", open_tmp / "rep"
     workspace.mkdir()
     report.mkdir()
     done = run_grading(["sh", "-c", PROBE], workspace, report,
