@@ -100,6 +100,7 @@ def _stand_ins(cgroups: str, shown: list[str], rest: list[str]) -> None:
 
 
 def _agent_job(payload: dict) -> dict:
+    from evalq.errors import InfrastructureError
     from evalq.graders.sandbox.base import SandboxLimits
     from evalq.workers.sandbox import AgentJob
     from evalq.workers.sandbox.bwrap import BwrapAgentSandbox
@@ -109,7 +110,10 @@ def _agent_job(payload: dict) -> dict:
     for key in ("workspace", "profile_root"):
         payload[key] = Path(payload[key])
     payload["readonly"] = [Path(p) for p in payload["readonly"]]
-    done = BwrapAgentSandbox().run(AgentJob(**payload))
+    try:
+        done = BwrapAgentSandbox().run(AgentJob(**payload))
+    except InfrastructureError as exc:
+        return {"refused": str(exc)}
     return {**dataclasses.asdict(done), "stdout": base64.b64encode(done.stdout).decode(),
             "stderr": base64.b64encode(done.stderr).decode()}
 
@@ -132,8 +136,10 @@ def _call(role: str, payload: dict, shown=(), cgroups: bool = True) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_agent_job(job, cgroups: bool = True):
-    """The AgentJob run by the bwrap agent sandbox in a process without CAP_SYS_ADMIN."""
+def run_agent_job(job, cgroups: bool = True, shown=None):
+    """The AgentJob run by the bwrap agent sandbox in a process without CAP_SYS_ADMIN (its
+    InfrastructureError raised here); `shown`: what to give stand-ins (default: every bind)."""
+    from evalq.errors import InfrastructureError
     from evalq.proc import ProcResult
 
     assert job.should_stop is None, "a callable does not cross to the other process"
@@ -142,8 +148,11 @@ def run_agent_job(job, cgroups: bool = True):
                "profile_root": str(job.profile_root),
                "readonly": [str(p) for p in job.readonly],
                "stdin": base64.b64encode(job.stdin).decode() if job.stdin else None}
-    out = _call("agent-job", payload, [*job.readonly, job.profile_root], cgroups)
+    shown = [*job.readonly, job.profile_root] if shown is None else shown
+    out = _call("agent-job", payload, shown, cgroups)
     assert out.pop("held") == {"cap_sys_admin": False, "cgroups": cgroups}, "not as asked"
+    if "refused" in out:
+        raise InfrastructureError(out["refused"])
     out["stdout"], out["stderr"] = (base64.b64decode(out[k]) for k in ("stdout", "stderr"))
     return ProcResult(**out)
 

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 from conftest import FIXTURES, PY_FIXTURES, copy_fixture, run_cli, write_study  # noqa: E402
 from no_sys_admin import command, let_agent_pass, run_agent_job, run_grading  # noqa: E402
 from test_agents_support import attempts  # noqa: E402
+from evalq.errors import InfrastructureError  # noqa: E402
 from evalq.graders.sandbox import SandboxLimits  # noqa: E402
 from evalq.workers.sandbox.paths import evalq_python_paths  # noqa: E402
 
@@ -63,7 +64,8 @@ def test_a_scripted_study_runs_sealed_and_is_graded_as_scripted(open_tmp, cgroup
     assert report["agent_sandbox"]["sealed"] is True
     assert report["agent_sandbox"]["backends"] == {"bwrap": 4}
     log = "".join(p.read_text() for p in (home / "logs").glob("*.log"))
-    assert log.count(f"has {NO_DISK_CAP}") == 4, log[-3000:]
+    runs = [line for line in log.splitlines() if f"profile {home / 'runs'}" in line]
+    assert len(runs) == 4 and all(f"has {NO_DISK_CAP}" in line for line in runs), log[-3000:]
     assert ("agent sandbox: no writable cgroup" in log) is not cgroups, log[-3000:]
 
 
@@ -139,3 +141,28 @@ def _has(proc: Path, token: str) -> bool:
         return token.encode() in (proc / "cmdline").read_bytes()
     except OSError:
         return False
+
+
+def test_a_folder_bwrap_cannot_reach_is_refused_with_the_fix(open_tmp):
+    """Without CAP_SYS_ADMIN, bwrap (uid 65534) cannot bind what lies below a folder others
+    cannot search: the run fails as an infrastructure failure that names the path and the fix."""
+    from evalq.workers.profile import new_profile
+    from evalq.workers.sandbox import AgentJob
+
+    install = open_tmp / "closed" / "install"
+    install.mkdir(parents=True)
+    (open_tmp / "closed").chmod(0o700)
+    profile = new_profile(open_tmp / "runs")
+    profile.workspace.mkdir()
+    try:
+        with pytest.raises(InfrastructureError) as refused:
+            run_agent_job(AgentJob(argv=["/bin/true"], env=profile.env,
+                                   workspace=profile.workspace, profile_root=profile.root,
+                                   limits=SandboxLimits(timeout_seconds=30),
+                                   readonly=[install], label="closed"),
+                          shown=[profile.root])
+    finally:
+        profile.cleanup()
+    message = str(refused.value)
+    assert str(install) in message and "chmod o+x" in message, message
+    assert "\n" not in message, message
