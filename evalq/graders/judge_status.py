@@ -34,7 +34,7 @@ def quoted(what: str, result: ExecResult) -> str:
 def missing_verdict(result: ExecResult, report_dir: Path, report: str) -> str | None:
     """Why the judge's run gave no report to read (`report`, its file name), or None."""
     if read_regular(report_dir / STARTED_MARK, 64) is None:
-        return quoted("the judge never started (no start mark from its boot)", result)
+        return quoted("the judge never started: its boot wrote no start mark", result)
     if not os.path.lexists(report_dir / report):
         return quoted("the judge ended without writing its report", result)
     return None

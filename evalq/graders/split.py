@@ -85,12 +85,13 @@ class SplitRun:
 def copy_helpers(grading: Path) -> Path:
     """Copy the judge package's source files into the grading folder; return the copy, which
     is what the judge and the subject get bound (read-only) and what the tamper digests cover.
-    Readable by both sandbox users, writable by neither."""
+    Readable by both sandbox users, writable by neither. A linked file of the installed
+    package (some installers link) is copied as its content: the package is evalq's own."""
     dest = grading / HELPERS_DIR
     dest.mkdir(mode=0o755)
     os.chmod(dest, 0o755)  # whatever the umask
     for source in sorted(JUDGE_PACKAGE.iterdir()):
-        if source.suffix in HELPER_SUFFIXES and source.is_file() and not source.is_symlink():
+        if source.suffix in HELPER_SUFFIXES and source.is_file():
             shutil.copyfile(source, dest / source.name)
             os.chmod(dest / source.name, 0o644)
     return dest

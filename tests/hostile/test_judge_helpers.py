@@ -176,10 +176,17 @@ def test_every_bind_lies_in_the_grading_folder(fixture, backend, grading_tmp, mo
     assert not any(Path(src).is_relative_to(split.JUDGE_PACKAGE) for src, _ in seen)
 
 
-def test_the_copy_is_the_packages_source_files_and_what_is_digested(tmp_path, monkeypatch):
-    monkeypatch.setattr(split, "JUDGE_PACKAGE", package_copy(tmp_path / "installed"))
+def test_the_copy_is_the_packages_source_files(tmp_path, monkeypatch):
+    """No bytecode cache nor anything else; a linked file (some installers link) as its
+    content; readable by the sandbox users, writable by the grader alone."""
+    installed = package_copy(tmp_path / "installed")
+    (installed / "codec.py").unlink()
+    (installed / "codec.py").symlink_to(split.JUDGE_PACKAGE / "codec.py")
+    monkeypatch.setattr(split, "JUDGE_PACKAGE", installed)
     (tmp_path / "grading").mkdir()
     copy = split.copy_helpers(tmp_path / "grading")
+    assert not (copy / "codec.py").is_symlink()
+    assert (copy / "codec.py").read_bytes() == (installed / "codec.py").read_bytes()
     names = sorted(p.name for p in copy.iterdir())
     assert names == sorted(p.name for p in split.JUDGE_PACKAGE.iterdir()
                            if p.suffix in (".py", ".js")), names
