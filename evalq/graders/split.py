@@ -5,8 +5,9 @@ user with the agent's workspace as its only project view, the judge as a second 
 hidden tests, the report directory and evalq's judge helpers, but no workspace. The helpers are
 bound read-only from a copy in the grading's own folder (copy_helpers), never from this
 installed package: a grader that runs in a container asks the host's engine for its binds, and
-the engine sees the grading folder at the same path, but not the grader's site-packages. The socket carries JSON data only (judge/codec.py); the subject
-has no way to call into the judge, since the judge only ever sends requests and reads answers.
+the engine sees the grading folder at the same path, but not the grader's site-packages. The
+socket carries JSON data only (judge/codec.py); the subject has no way to call into the judge,
+since the judge only ever sends requests and reads answers.
 """
 
 from __future__ import annotations
