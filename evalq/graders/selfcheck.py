@@ -100,8 +100,7 @@ def run_check(fixture: Fixture, backend: Sandbox, toolchain: Optional[str]) -> V
 class SelfCheckGate:
     """This process's self-check verdicts; `require` before grading a trial of a fixture."""
 
-    def __init__(self, check: Callable[[Fixture, Sandbox, Optional[str]], Verdict] = run_check):
-        self.check = check
+    def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
@@ -125,7 +124,7 @@ class SelfCheckGate:
                                    time.monotonic() - verdict.checked_mono >= retry_after):
                 log.info("self-check of fixture %s in process %d (%s, toolchain %s): grading "
                          "its references", fixture.id, os.getpid(), backend.name, toolchain)
-                verdict = self.verdicts[key] = self.check(fixture, backend, toolchain)
+                verdict = self.verdicts[key] = run_check(fixture, backend, toolchain)
                 if verdict.ok:
                     log.info("self-check of fixture %s passed", fixture.id)
                 else:

@@ -284,3 +284,46 @@ def test_a_grader_with_a_broken_toolchain_refuses_the_fixture_until_fixed(
         failed.close()
         procs.stop_all()
         toolchain.cleanup()
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_the_gate_checks_once_per_toolchain_and_retries_a_failure_only_when_due(
+        fixture_copies, monkeypatch, caplog, backend):
+    """In one process: a failed check is cached (a burst of trials costs one check) until
+    `retry_after` has passed; a fixed toolchain is a new key, checked at once, then cached."""
+    from evalq.graders.sandbox import get_sandbox
+    from evalq.graders.selfcheck import GraderRefused, SelfCheckGate
+
+    if backend == "docker":
+        _require_docker()
+    toolchain = FaultyToolchain(backend)
+    manifest = fixture_copies / FAULTY / "fixture.toml"
+    manifest.write_text(manifest.read_text().replace('image = "evalq-grader-python:local"',
+                                                     f'image = "{toolchain.image}"'))
+    fixture = freeze_fixture(fixture_copies / FAULTY)
+    monkeypatch.setenv("EVALQ_GRADER_CACHE", str(toolchain.cache))
+    gate, rows = SelfCheckGate(), []
+    caplog.set_level("INFO", logger="evalq.grading")
+
+    def checks() -> int:
+        return sum("grading its references" in r.getMessage() for r in caplog.records)
+
+    try:
+        toolchain.setup()
+        backend_ = get_sandbox(backend)
+        for _ in range(3):
+            with pytest.raises(GraderRefused, match=f"grader g@h refuses fixture {FAULTY}: "
+                                                    "correct reference graded "):
+                gate.require(fixture, backend_, "g@h", 3600, rows.append)
+        assert checks() == 1 and [r["ok"] for r in rows] == [False]
+        with pytest.raises(GraderRefused):
+            gate.require(fixture, backend_, "g@h", 0, rows.append)  # due: checked again
+        assert checks() == 2
+        toolchain.fix()
+        for _ in range(3):
+            verdict = gate.require(fixture, backend_, "g@h", 3600, rows.append)
+        assert verdict.ok and verdict.verdicts == {"correct": "correct", "incorrect": "incorrect"}
+        assert checks() == 3 and [r["ok"] for r in rows] == [False, False, True]
+        assert rows[0]["toolchain"] != rows[-1]["toolchain"]
+    finally:
+        toolchain.cleanup()
