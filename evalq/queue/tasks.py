@@ -7,6 +7,7 @@ import logging
 from sqlalchemy.exc import DBAPIError
 
 from evalq.graders import janitor  # noqa: F401  (grading workers sweep orphans of crashed runs)
+from evalq.graders.selfcheck import GraderRefused
 from evalq.graders.service import grade_message
 from evalq.ops import worker_sweeps  # noqa: F401  (run folders, stranded gradings)
 from evalq.queue.app import app
@@ -24,9 +25,11 @@ def run_trial(self, ref: dict) -> str:
     return run_trial_message(ref, send, hostname=self.request.hostname or "")
 
 
-@app.task(name="evalq.grade_trial", bind=True)
+@app.task(name="evalq.grade_trial", bind=True, throws=(GraderRefused,))
 def grade_trial(self, payload: dict) -> str:
-    """Grading queue: hidden tests over the stored final workspace, in the sandbox."""
+    """Grading queue: hidden tests over the stored final workspace, in the sandbox. A grader
+    whose self-check of the fixture failed fails the task with the reason (Flower shows it)
+    and leaves the trial pending (graders/service.py)."""
     return grade_message(payload, send, hostname=self.request.hostname or "")
 
 

@@ -111,6 +111,9 @@ class BwrapSandbox(Sandbox):
         """The workspace and report share a tmpfs of the disk allowance (sandbox/scratch.py)."""
         return size_capped(folder, limits.disk_mb)
 
+    def toolchain(self, image=None):
+        return local_rootfs(image or DEFAULT_IMAGE)
+
     def run(self, argv, *, workspace, report_dir, limits: SandboxLimits, env, image=None,
             label="", extras: RunExtras | None = None) -> ExecResult:
         ok, why = self.available()
