@@ -6,10 +6,11 @@ minutes unless set), logging the first failure and the recovery; past it, Broker
 and the caller leaves the trial pending in the database for the sweeps to send again.
 
 Each try publishes over a connection of its own, closed when the try ends. Celery's pooled
-producers hand a connection and its channel from one thread to the next; after a failed
-publish a pooled channel could be closed (its connection set to None) while another thread
-still held it, which is where "'NoneType' object has no attribute 'client'" came from. A hop
-sends one message per trial, so a connection per message costs nothing that matters.
+producers hand one connection and its channel from thread to thread, and kombu's retry closes
+that channel in place when the broker drops (the channel's connection becomes None); a channel
+closed that way and used again fails with "'NoneType' object has no attribute 'client'" instead
+of a connection error, so it was neither retried nor recognised. A hop sends one message per
+trial, so a connection per message costs nothing that matters.
 """
 
 from __future__ import annotations
