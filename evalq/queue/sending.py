@@ -10,7 +10,8 @@ producers hand one connection and its channel from thread to thread, and kombu's
 that channel in place when the broker drops (the channel's connection becomes None); a channel
 closed that way and used again fails with "'NoneType' object has no attribute 'client'" instead
 of a connection error, so it was neither retried nor recognised. A hop sends one message per
-trial, so a connection per message costs nothing that matters.
+trial, so a connection per message costs nothing that matters. (The embedded default's
+folder broker cannot go away, and keeps Celery's pooled producers.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def send(task_name: str, payload: dict, window: Optional[float] = None) -> None:
     shown = shown_as(task_name, payload)
 
     def publish_once() -> None:
+        if not str(app.conf.broker_url or "").startswith(("redis://", "rediss://")):
+            app.send_task(task_name, args=[payload], **shown)  # the embedded folder: no outage
+            return
         connection = app.connection_for_write()
         try:
             app.send_task(task_name, args=[payload], connection=connection, **shown)
