@@ -11,6 +11,8 @@ from evalq.graders.selfcheck import GraderRefused
 from evalq.graders.service import grade_message
 from evalq.ops import worker_sweeps  # noqa: F401  (run folders, stranded gradings)
 from evalq.queue.app import app
+from evalq.queue.messages import trial_label
+from evalq.queue.outage import BrokerUnavailable
 from evalq.queue.sending import send
 from evalq.results.service import (MAX_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_MAX,
                                     record_message)
@@ -30,7 +32,12 @@ def grade_trial(self, payload: dict) -> str:
     """Grading queue: hidden tests over the stored final workspace, in the sandbox. A grader
     whose self-check of the fixture failed fails the task with the reason (Flower shows it)
     and leaves the trial pending (graders/service.py)."""
-    return grade_message(payload, send, hostname=self.request.hostname or "")
+    try:
+        return grade_message(payload, send, hostname=self.request.hostname or "")
+    except BrokerUnavailable as exc:  # the grading lease runs out and a sweep re-sends it
+        log.warning("%s left pending for the sweeps to grade again: %s",
+                    trial_label(payload["trial_id"], payload["attempt"]), exc)
+        return "left pending: broker unavailable"
 
 
 @app.task(name="evalq.record_result", autoretry_for=(DBAPIError,),
