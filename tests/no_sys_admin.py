@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import ctypes
-import ctypes.util
 import dataclasses
 import json
 import os
@@ -69,9 +68,10 @@ def command(argv: list[str], shown=(), cgroups: bool = True) -> list[str]:
 
 
 def _mount(source: str, target: Path, kind: str | None, flags: int, data: str | None) -> None:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.mount(source.encode(), str(target).encode(), kind.encode() if kind else None,
-                  flags, data.encode() if data else None) != 0:
+    from evalq.graders.sandbox.scratch import _libc
+
+    if _libc().mount(source.encode(), str(target).encode(), kind.encode() if kind else None,
+                     flags, data.encode() if data else None) != 0:
         raise OSError(ctypes.get_errno(), f"mount {source} on {target}")
 
 
@@ -88,6 +88,8 @@ def _stand_in(folder: Path, entries: set[str]) -> None:
     for name, keep in kept:
         (folder / name).mkdir() if keep.is_dir() else (folder / name).touch()
         _mount(str(keep), folder / name, None, MS_MOVE, None)
+        keep.rmdir() if keep.is_dir() else keep.unlink()
+    stash.rmdir()  # it is in the host's /tmp: nothing is left there
 
 
 def _stand_ins(cgroups: str, shown: list[str], rest: list[str]) -> None:

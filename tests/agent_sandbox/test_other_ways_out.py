@@ -199,21 +199,26 @@ print(json.dumps(said))
 '''
 
 
-@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
-def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
-    """/tmp and /dev/shm are writable by the agent (uid 65534: a POSIX semaphore works) and
-    no larger than its disk allowance, not half the host's memory."""
+def _python_said(backend: str, tmp_path: Path, code: str) -> dict:
+    """What Python `code` run as an agent in a fresh profile printed last, as JSON."""
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
         done = run_job(backend, AgentJob(
-            argv=["/usr/bin/python3", "-c", SCRATCH], env=profile.env,
+            argv=["/usr/bin/python3", "-c", code], env=profile.env,
             workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            label="scratch"), tmp_path)
+            label="probe"), tmp_path)
     finally:
         profile.cleanup()
     assert done.exit_code == 0, done.stderr.decode()
-    said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
+def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
+    """/tmp and /dev/shm are writable by the agent (uid 65534: a POSIX semaphore works) and
+    no larger than its disk allowance, not half the host's memory."""
+    said = _python_said(backend, tmp_path, SCRATCH)
     assert all(size <= 64 * 1024 * 1024 for size in said.values()), said
 
 
@@ -235,20 +240,10 @@ print(json.dumps(said))
 
 @pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
 def test_the_agent_holds_nothing_and_shares_no_namespace(tmp_path, backend):
-    """uid and gid 65534 with no other group, no capability (none left to gain either), no_new_privs,
-    a seccomp filter that refuses a new namespace, and none of the worker's pid, network, ipc,
-    uts and mount namespaces (nor, in bwrap, its cgroup namespace)."""
-    profile = new_profile(tmp_path / "runs")
-    profile.workspace.mkdir()
-    try:
-        done = run_job(backend, AgentJob(
-            argv=["/usr/bin/python3", "-c", IDENTITY], env=profile.env,
-            workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            label="identity"), tmp_path)
-    finally:
-        profile.cleanup()
-    assert done.exit_code == 0, done.stderr.decode()
-    said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    """uid and gid 65534 with no other group, no capability (none left to gain either),
+    no_new_privs, a seccomp filter that refuses a new namespace, and none of the worker's pid,
+    network, ipc, uts and mount namespaces (nor, in bwrap, its cgroup namespace)."""
+    said = _python_said(backend, tmp_path, IDENTITY)
     none = "0000000000000000"
     assert said["uid"] == said["gid"] == 65534 and set(said["groups"]) <= {65534}, said
     assert {k: said[k] for k in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb")} == \

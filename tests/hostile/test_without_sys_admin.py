@@ -87,7 +87,8 @@ def test_the_fixture_self_check_grades_each_reference_as_its_verdict(open_tmp):
 
 PROBE = ("id -u; hostname; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' "
          "/proc/self/status; unshare -U true 2>/dev/null || echo unshare-refused; "
-         "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; cat /proc/1/cmdline | tr '\\0' ' '; echo")
+         "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+         "cat /proc/1/cmdline | tr '\\0' ' '; echo")
 
 
 @CGROUPS
