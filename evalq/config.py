@@ -51,6 +51,10 @@ class Settings(BaseSettings):
         json_schema_extra={"default_shown": "derived"})
     lease_seconds: float = Field(60, gt=0, description="lease of a running attempt or grading, "
                                                        "renewed by a heartbeat")
+    broker_retry_seconds: float = Field(
+        300, gt=0, description="how long a message send keeps trying while the broker is "
+                               "unreachable; past it the trial stays pending and is re-sent "
+                               "later")
     agent_path: Optional[str] = Field(
         None, description="extra folders where agent executables are looked for "
                           "(os.pathsep-separated)", json_schema_extra={"default_shown": "none"})

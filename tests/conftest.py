@@ -148,7 +148,9 @@ def start_cli(args: list[str], env_extra: dict | None = None, **popen) -> subpro
 
 
 def run_cli(args: list[str], env_extra: dict | None = None, cwd: Path | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+            timeout: float = 300, wrap=None) -> subprocess.CompletedProcess:
+    """`evalq ARGS`; `wrap` turns the command line into another (e.g. without a capability)."""
     env = cli_env(env_extra)
-    return subprocess.run([*EVALQ, *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    argv = [*EVALQ, *args]
+    return subprocess.run(wrap(argv) if wrap else argv, env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)

@@ -12,7 +12,7 @@ from evalq.results.store import (AttemptEvent, AttemptRow, StudyRow, TrialRow, c
 
 def _old_database(url: str) -> None:
     """Today's tables minus what came later: attempts.updated_at (and its index),
-    attempts.regrades (NOT NULL with a default) and the attempt_events table."""
+    attempts.regrades (NOT NULL with a default), the attempt_events and grader_checks tables."""
     engine = get_engine(url)
     SQLModel.metadata.create_all(engine)
     study = StudyRow(id="s", manifest={"conditions": []}, lock={}, lock_digest="sha256:x")
@@ -25,6 +25,7 @@ def _old_database(url: str) -> None:
         conn.execute(text("ALTER TABLE attempts DROP COLUMN updated_at"))
         conn.execute(text("ALTER TABLE attempts DROP COLUMN regrades"))
         conn.execute(text("DROP TABLE attempt_events"))
+        conn.execute(text("DROP TABLE grader_checks"))
     engine.dispose()
 
 
@@ -44,7 +45,7 @@ def test_an_old_database_gains_the_new_columns_and_keeps_its_rows(old_url):
     columns = {c["name"] for c in inspector.get_columns("attempts")}
     assert {"updated_at", "regrades"} <= columns
     assert "ix_attempt_study_updated" in {i["name"] for i in inspector.get_indexes("attempts")}
-    assert "attempt_events" in inspector.get_table_names()
+    assert {"attempt_events", "grader_checks"} <= set(inspector.get_table_names())
     # the row written before the upgrade is still there, with the default for the new column
     with Session(engine) as session:
         (row,) = session.exec(select(AttemptRow)).all()

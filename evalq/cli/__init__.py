@@ -13,6 +13,7 @@ import click
 
 from evalq.cli.errors import shown_as_one_line
 from evalq.cli.logging_opts import add_logging_options
+from evalq.urls import mask_log_records
 
 #: name -> (module:attribute, short help shown by `evalq --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -87,6 +88,7 @@ class EvalqGroup(click.Group):
 @click.version_option(package_name="evalq")
 def main() -> None:
     """Pre-registered, paired experiments on coding agents."""
+    mask_log_records()  # no log line of any command shows a URL's password
 
 
 add_logging_options(main)

@@ -9,6 +9,7 @@ import click
 
 from evalq.config import load_settings
 from evalq.errors import UserError
+from evalq.urls import masked
 from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
 from evalq.report.transcripts import write_transcripts
@@ -90,7 +91,8 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
     from evalq.results.progress import SettledCounter
 
     engine, lock, study = prepared.engine, prepared.lock, prepared.study
-    mode = "embedded (no server)" if settings.embedded else f"broker {settings.broker_url}"
+    mode = ("embedded (no server)" if settings.embedded
+            else f"broker {masked(settings.broker_url)}")
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
     try:
         summary = launch_study(app, prepared, resume)

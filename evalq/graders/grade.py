@@ -3,6 +3,7 @@
 Outcome rules (SPEC G2, G4): the hidden tests pass ⇒ correct; they fail ⇒ incorrect; the
 grader hits its time, memory, process or output limit, crashes, cannot start, or produces no
 report ⇒ grading_failure with the reason. A grading failure says nothing about the agent.
+Judged apart, what counts as the grader crashing is graders/judge_status.py's to say.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from evalq.fixtures.overlay import apply_overlay, copy_tree
 from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.canary import Canaries, plant
 from evalq.graders.protect import matches, protected_patterns, reset_grader_files
-from evalq.graders.split import JUDGE_PACKAGE, run_split
+from evalq.graders.judge_status import missing_verdict, quoted, unexplained_exit
+from evalq.graders.split import copy_helpers, run_split
 from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
 from evalq.graders.sandbox import get_sandbox
@@ -153,30 +155,32 @@ def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canarie
     hidden = hidden.rename(judge_dir / "hidden")
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
+    helpers = copy_helpers(workdir.parent)
     limits = limits_for(fixture)
     # the judge's report gets a disk of its own: else the subject, whose workspace shares the
     # grading's capped disk, could fill it so that no report can be written (grading_failure)
     with sandbox.scratch(report_dir, dataclasses.replace(limits, disk_mb=JUDGE_REPORT_MB)):
-        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, canaries, sandbox,
-                          label, limits)
+        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, helpers, canaries,
+                          sandbox, label, limits)
 
 
 def _judged_in(fixture: Fixture, workdir: Path, hidden: Path, judge_dir: Path,
-               report_dir: Path, canaries: Canaries, sandbox: Sandbox, label: str,
-               limits: SandboxLimits) -> GradeResult:
-    tests, helpers = listed(hidden), listed(JUDGE_PACKAGE)
+               report_dir: Path, helpers: Path, canaries: Canaries, sandbox: Sandbox,
+               label: str, limits: SandboxLimits) -> GradeResult:
+    # the grader files are the helpers' copy: what the judge and the subject have bound
+    tests, helper_files = listed(hidden), listed(helpers)
     digests = {"hidden_tests_before": files_digest(tests, hidden),
-               "grader_files_before": files_digest(helpers, JUDGE_PACKAGE)}
+               "grader_files_before": files_digest(helper_files, helpers)}
     try:
         run = run_split(sandbox, toolchain=fixture.spec.toolchain, command=fixture.spec.grade.command,
                         workdir=workdir, judge_dir=judge_dir, report_dir=report_dir,
-                        limits=limits, env=dict(GRADER_ENV),
+                        helpers=helpers, limits=limits, env=dict(GRADER_ENV),
                         image=fixture.spec.image, label=label)
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",
                            sandbox=sandbox.name, verdict="judge")
     digests.update(hidden_tests_after=files_digest(tests, hidden),
-                   grader_files_after=files_digest(helpers, JUDGE_PACKAGE))
+                   grader_files_after=files_digest(helper_files, helpers))
     result = _verdict(fixture, run.judge, report_dir, canaries, digests, sandbox, "judge")
     if run.subject_error:  # the grader could not give the judge its subject: not the agent's
         result.outcome, result.reason = Outcome.grading_failure, run.subject_error
@@ -190,14 +194,17 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
     """Parse the report, look for tampering, and map everything to one outcome."""
     grade = fixture.spec.grade
     criteria: list[Criterion] | None
-    problem = None
+    judged = verdict == "judge"
+    problem = missing_verdict(result, report_dir, "junit.xml") if judged else None
     try:
-        if grade.report == "junit" or grade.split:
+        if problem:
+            criteria = None
+        elif grade.report == "junit" or grade.split:
             criteria = parse_junit(report_dir / "junit.xml")
         else:
             criteria = parse_tap(result.stdout)
     except ReportError as exc:
-        criteria, problem = None, str(exc)
+        criteria, problem = None, quoted(f"the judge's {exc}", result) if judged else str(exc)
     forged = tamper_evidence(criteria, canaries, digests) if problem is None else None
     real = without_canaries(criteria, canaries) if criteria is not None else None
     if forged:
@@ -207,6 +214,9 @@ def _verdict(fixture: Fixture, result: ExecResult, report_dir: Path, canaries: C
         exited = dataclasses.replace(result, exit_code=0) if (
             canaries.names and result.exit_code == 1 and result.signal is None) else result
         outcome, reason = classify(exited, real, problem)
+        if judged and outcome == Outcome.incorrect:
+            crashed = unexplained_exit(exited, real)
+            outcome, reason = (Outcome.grading_failure, crashed) if crashed else (outcome, reason)
         if verdict == "in-process" and outcome == Outcome.grading_failure and \
                 not _limit_reached(result, report_dir):
             outcome, reason = Outcome.incorrect, (

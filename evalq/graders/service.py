@@ -5,6 +5,14 @@ mid-grade stops renewing, and a sweeper (ops/grading_sweep.py in grading and res
 or the launcher's) re-sends the grading soon after the lease expires, whatever the broker's
 visibility timeout. A duplicate delivery finds the live lease and leaves. Regrades of finished
 attempts are operator actions and take no lease.
+
+Before a process grades its first trial of a fixture it checks itself on the fixture's
+reference solutions (graders/selfcheck.py). A grader that fails that check refuses the trial:
+no outcome is sent, and the claimed lease passes to "(refused by GRADER)" for a lease's time,
+after which the grading sweep re-sends it like any stranded grading, to whichever grader takes
+it (results/store.py refuse_grading). The message itself is acknowledged and the task fails
+with the reason (Flower shows it): a message put back at once would come straight back to the
+same grader, and the database, not the queue, knows what is pending.
 """
 
 from __future__ import annotations
@@ -20,9 +28,12 @@ from evalq.config import Settings, load_settings
 from evalq.errors import EvalqError
 from evalq.fixtures.cache import cached_fixture
 from evalq.graders.grade import GRADER_VERSION, grade_archive
+from evalq.graders.sandbox import get_sandbox
+from evalq.graders.selfcheck import GATE, GraderRefused
 from evalq.queue.messages import trial_label
+from evalq.results.grader_checks import record_check
 from evalq.results.lease import Heartbeat
-from evalq.results.store import claim_grading, ready_engine
+from evalq.results.store import claim_grading, ready_engine, refuse_grading
 from evalq.models import GradeResult
 
 log = logging.getLogger("evalq.grading")
@@ -42,13 +53,15 @@ def result_fields(result: GradeResult, hostname: str = "") -> tuple[str, str | N
 
 def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: str = "",
                   settings: Settings | None = None) -> str:
-    """Grade one attempt; `send(task_name, payload)` hands the result to the results queue."""
+    """Grade one attempt; `send(task_name, payload)` hands the result to the results queue.
+    GraderRefused (no result sent) if this grader's self-check of the fixture failed."""
     settings = settings or load_settings()
     label = trial_label(payload["trial_id"], payload["attempt"])
-    heartbeat = None
+    grader = hostname or os.uname().nodename
+    heartbeat = owner = None
     if not payload.get("regrade"):
         engine = ready_engine(settings.database_url)
-        owner = f"grader:{hostname or os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        owner = f"grader:{grader}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         ok, why = claim_grading(engine, payload["trial_id"], payload["attempt"], owner,
                                 settings.lease_seconds)
         if not ok:
@@ -59,6 +72,19 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
     log.info("grading %s", label)
     try:
         message = _graded(payload, hostname, settings)
+    except GraderRefused as refused:
+        if heartbeat is None:  # a regrade: the attempt keeps its earlier grade
+            log.error("not regrading %s: %s", label, refused)
+            raise
+        heartbeat.stop()
+        try:
+            refuse_grading(engine, payload["trial_id"], payload["attempt"], owner, grader,
+                           settings.lease_seconds)
+        except Exception as exc:  # noqa: BLE001 - the lease then expires by itself: same end
+            log.warning("could not hand %s back: %s", label, exc)
+        log.error("not grading %s, which stays pending (re-sent in about %.0f s): %s", label,
+                  settings.lease_seconds * 1.25, refused)
+        raise
     finally:
         if heartbeat is not None:
             heartbeat.stop()
@@ -67,16 +93,30 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
     return message["outcome"]
 
 
+def _recorder(settings: Settings) -> Callable[[dict], None]:
+    """Writes a self-check verdict where `evalq status` reads it; a database away loses only
+    that record (the verdict itself lives in this process)."""
+    def record(row: dict) -> None:
+        try:
+            record_check(ready_engine(settings.database_url), row)
+        except Exception as exc:  # noqa: BLE001 - people's view only; grading goes on
+            log.warning("could not record the self-check of %s: %s", row["fixture_id"], exc)
+    return record
+
+
 def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
-    """The record_result message: the payload plus outcome, reason, criteria and grade."""
+    """The record_result message: the payload plus outcome, reason, criteria and grade.
+    GraderRefused when this grader's self-check of the fixture fails."""
     started = time.time()
     try:
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures",
                                  payload["fixture_ref"], payload["fixture_digest"])
+        backend = get_sandbox(settings.sandbox)
+        GATE.require(fixture, backend, hostname or os.uname().nodename, settings.lease_seconds,
+                     _recorder(settings))
         archive = store.get(payload["artifacts"]["workspace"])
-        result = grade_archive(fixture, archive, sandbox=settings.sandbox,
-                               label=payload["trial_id"])
+        result = grade_archive(fixture, archive, sandbox=backend, label=payload["trial_id"])
         outcome, reason, criteria, grade = result_fields(result, hostname)
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []

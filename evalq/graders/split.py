@@ -2,13 +2,18 @@
 
 The trusted grader process makes a socket pair and starts both: the subject as the sandbox
 user with the agent's workspace as its only project view, the judge as a second user with the
-hidden tests, the report directory and evalq's judge helpers (read-only, from this installed
-package), but no workspace. The socket carries JSON data only (judge/codec.py); the subject
-has no way to call into the judge, since the judge only ever sends requests and reads answers.
+hidden tests, the report directory and evalq's judge helpers, but no workspace. The helpers are
+bound read-only from a copy in the grading's own folder (copy_helpers), never from this
+installed package: a grader that runs in a container asks the host's engine for its binds, and
+the engine sees the grading folder at the same path, but not the grader's site-packages. The
+socket carries JSON data only (judge/codec.py); the subject has no way to call into the judge,
+since the judge only ever sends requests and reads answers.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import threading
 import time
@@ -20,8 +25,12 @@ from evalq.graders.relay import SOCKET_NAME, Relay
 from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
                                         Sandbox, SandboxLimits)
 
-#: evalq's judge helpers, as installed; bound read-only, never taken from a workspace
+#: evalq's judge helpers, as installed: copied per grading (copy_helpers), never bound from here
 JUDGE_PACKAGE = Path(__file__).resolve().parent / "judge"
+#: what of the package is copied: its own source files (no bytecode caches, nothing else)
+HELPER_SUFFIXES = (".py", ".js")
+#: the copy's name in the grading folder, beside the workspace, judge and report folders
+HELPERS_DIR = "judge-helpers"
 JUDGE_MOUNT = "/evalq-judge/evalq_judge"
 SUBJECT_MOUNT = "/evalq-subject"
 #: The judge runs as its own user, never the subject's (65534, nobody).
@@ -34,6 +43,8 @@ PYTHON_SUBJECT = ["python3", "-I", "-B", f"{SUBJECT_MOUNT}/subject_server.py"]
 
 #: written by the judge (in its report dir) when the subject server never answered at all
 CHANNEL_STATUS = "channel-broken"
+#: written by the judge's boot (in its report dir) as its first act (graders/judge_status.py)
+STARTED_MARK = "judge-started"
 #: Of the grader's time limit, what the judge keeps for itself after its last wait on the
 #: subject (start-up, failing the remaining checks at once, writing the report): a fraction,
 #: within these bounds in seconds.
@@ -72,6 +83,21 @@ class SplitRun:
     subject_error: str | None = None
 
 
+def copy_helpers(grading: Path) -> Path:
+    """Copy the judge package's source files into the grading folder; return the copy, which
+    is what the judge and the subject get bound (read-only) and what the tamper digests cover.
+    Readable by both sandbox users, writable by neither. A linked file of the installed
+    package (some installers link) is copied as its content: the package is evalq's own."""
+    dest = grading / HELPERS_DIR
+    dest.mkdir(mode=0o755)
+    os.chmod(dest, 0o755)  # whatever the umask
+    for source in sorted(JUDGE_PACKAGE.iterdir()):
+        if source.suffix in HELPER_SUFFIXES and source.is_file():
+            shutil.copyfile(source, dest / source.name)
+            os.chmod(dest / source.name, 0o644)
+    return dest
+
+
 def judge_argv(command: list[str]) -> list[str]:
     """`command` in judge mode is `pytest ARGS...`: the ARGS run from the hidden tests' copy."""
     if not command or command[0] != "pytest":
@@ -89,9 +115,10 @@ def judge_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: Path,
-              judge_dir: Path, report_dir: Path, limits: SandboxLimits, env: dict[str, str],
-              image: str | None, label: str) -> SplitRun:
-    """Run subject and judge side by side; return once both are gone."""
+              judge_dir: Path, report_dir: Path, helpers: Path, limits: SandboxLimits,
+              env: dict[str, str], image: str | None, label: str) -> SplitRun:
+    """Run subject and judge side by side (`helpers`: copy_helpers' copy); return once both
+    are gone."""
     argv = judge_argv(command)
     channel = _Channel(sandbox, judge_dir.parent)
     judge_done = threading.Event()
@@ -105,7 +132,7 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
                 [*SUBJECT_ARGV.get(toolchain, PYTHON_SUBJECT), channel.subject_spec,
                  WORKSPACE_PATH], workspace=workdir, report_dir=subject_report, limits=limits,
                 env=dict(env), image=image, label=f"{label}:subject",
-                extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), SUBJECT_MOUNT),
+                extras=RunExtras(ro_binds=((str(helpers), SUBJECT_MOUNT),
                                            *channel.subject_binds),
                                  pass_fds=channel.subject_fds, uid=SUBJECT_UID,
                                  should_stop=judge_done.is_set))
@@ -124,9 +151,10 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
                                      limits.output_limit_bytes * JUDGE_OUTPUT_SHARE)),
                                  # only the plugins the hidden tests ask for (and faster)
                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                                 "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}"},
+                                 "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}",
+                                 "EVALQ_JUDGE_STARTED": f"{REPORT_PATH}/{STARTED_MARK}"},
                             image=image, label=f"{label}:judge",
-                            extras=RunExtras(ro_binds=((str(JUDGE_PACKAGE), JUDGE_MOUNT),
+                            extras=RunExtras(ro_binds=((str(helpers), JUDGE_MOUNT),
                                                        *channel.judge_binds),
                                              pass_fds=channel.judge_fds, uid=JUDGE_UID))
     finally:

@@ -28,7 +28,7 @@ def resend_stranded_gradings(engine, send: Callable[[str, dict], None], lease_se
     for trial, row in items:
         send("evalq.grade_trial", grading_payload(trial, row))
     if items:
-        log.warning("re-sent %d grading(s) whose grader is gone: %s", len(items),
+        log.warning("re-sent %d grading(s) whose grader is gone or refused them: %s", len(items),
                     ", ".join(trial_label(t.id, r.attempt) for t, r in items[:5])
                     + (" …" if len(items) > 5 else ""))
     return len(items)

@@ -101,20 +101,23 @@ class Sweeper:
     def _fresh(self, items: list, kind: str) -> list:
         """Leave out what this sweeper re-sent less than a grace ago (give it time to run)."""
         now = time.monotonic()
-        keep = [(t, r) for t, r in items
+        return [(t, r) for t, r in items
                 if now - self.sent_for.get((t.id, r.attempt, kind), -1e9) > self.grading_grace]
-        for t, r in keep:
+
+    def _sent(self, items: list, kind: str) -> None:
+        """Remember what was re-sent, once it was (a send that failed is tried next sweep)."""
+        now = time.monotonic()
+        for t, r in items:
             self.sent_for[(t.id, r.attempt, kind)] = now
-        return keep
 
     def _sweep(self) -> None:
         run_id = broker_run_id(self.broker_url)
         if run_id is not None and self.run_id is not None and run_id != self.run_id:
             log.warning("the broker restarted; re-sending every pending trial")
-            self.run_id = run_id
             self.resend_all()
             _, grading = stranded(self.engine, self.study_id, 0.0)
             send_grading(self.app, grading)
+            self.run_id = run_id  # only now: a sweep that failed half-way is done again
             return
         if run_id is not None:
             self.run_id = run_id
@@ -124,6 +127,8 @@ class Sweeper:
         if expired:
             log.warning("re-sending %d trial(s) whose lease expired", len(expired))
             self.resend_expired(expired)
+            self._sent(expired, "run")
         grading = self._fresh(grading, "grade")
         if grading:
             send_grading(self.app, grading)
+            self._sent(grading, "grade")

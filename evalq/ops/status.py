@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from evalq.models import OUTCOMES
+from evalq.results.grader_checks import refusal_line, refusals
 from evalq.results.store import read_study
 from evalq.results.tallies import study_tallies
 from evalq.ops.environments import describe, study_environment_flag
@@ -36,6 +37,8 @@ class StudyStatus:
     environments: Optional[dict] = None
     environments_note: Optional[str] = None
     checks: dict[str, bool] = field(default_factory=dict)
+    #: graders refusing a fixture of the study (their self-check of it failed): with_refusals
+    grader_refusals: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,6 +50,14 @@ def study_status(engine, study_id: str, now: float | None = None) -> StudyStatus
     now = time.time() if now is None else now
     study = read_study(engine, study_id)
     return status_from_counts(study_id, bool(study.cancelled), study_tallies(engine, study_id, now))
+
+
+def with_refusals(engine, status: StudyStatus) -> StudyStatus:
+    """The status with the graders that refuse one of its fixtures while trials are pending
+    (graders/selfcheck.py): why gradings wait and who has to be fixed."""
+    pending = status.finished < status.planned
+    status.grader_refusals = refusals(engine, status.study) if pending else []
+    return status
 
 
 def status_from_counts(study_id: str, cancelled: bool, t: dict) -> StudyStatus:
@@ -100,6 +111,10 @@ def render(status: StudyStatus) -> str:
                 if status.expired_leases else "")]
     if status.environments_note:
         lines.append(f"  warning: {status.environments_note}")
+    for row in status.grader_refusals:
+        when = time.strftime("%H:%M:%S", time.gmtime(row["checked_at"]))
+        lines.append(f"  warning: {refusal_line(row)} (checked {when} UTC; its trials wait "
+                     "for a grader that passes its self-check)")
     if not all(status.checks.values()):
         lines.append(f"  error: counts do not add up: {status.checks}")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from kombu import Exchange, Queue
 from celery import Celery
 
 from evalq.config import Settings, load_settings
+from evalq.urls import mask_log_records
 
 #: the embedded default's kombu transport (evalq.queue.filebus), by import path
 EMBEDDED_TRANSPORT = "evalq.queue.filebus:Transport"
@@ -86,3 +87,4 @@ def configure(app: Celery, settings: Settings | None = None, create: bool = True
 #: Workers import the task module named in `include` when they start; the app itself does not,
 #: so senders (the launcher, ops) never load the runner or the grader.
 app = configure(Celery("evalq", include=["evalq.queue.tasks"]), create=False)
+mask_log_records()  # `celery -A evalq.queue.app` and Flower too: no password in a log line

@@ -8,6 +8,7 @@ re-sent; the database, not the queue, knows what is pending.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,9 @@ from typing import Callable
 from evalq.config import Settings
 from evalq.errors import InfrastructureError
 from evalq.queue.app import QUEUES
+from evalq.queue.outage import broker_errors
+
+log = logging.getLogger("evalq.queue.embedded")
 
 WORKER_START_TIMEOUT = 60
 #: a worker that exits this soon after starting, this many times in a row, is broken
@@ -146,7 +150,11 @@ def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
         restarted = workers is not None and workers.check()
         stalled = time.monotonic() - last_change > stall_seconds
         if resend is not None and (restarted or stalled):
-            resend()
+            try:
+                resend()
+            except broker_errors() as exc:  # the broker is away: try again after another stall
+                log.warning("could not re-send pending trials (%s: %s); will try again",
+                            type(exc).__name__, exc)
             last_change = time.monotonic()
         if timeout is not None and time.monotonic() - started > timeout:
             return finished, planned

@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from sqlalchemy.exc import DBAPIError
 
+from evalq.queue.outage import Outage, broker_errors, pauses
 from evalq.results.batch import Failed
 from evalq.results.service import (MAX_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_MAX,
                                     record_payloads)
@@ -137,7 +138,7 @@ class ResultsDrain:
         self.events = self.app.events.Dispatcher(self.connection, hostname=self.hostname,
                                                  buffer_group=["task"], buffer_limit=10 ** 9)
         self.client.ping()
-        log.info("Connected to %s", self.connection.as_uri())
+        log.info("Connected to %s", self.connection.as_uri())  # kombu masks the password
 
     def _close(self) -> None:
         for closing in (self.events.close, self.connection.release):
@@ -151,23 +152,22 @@ class ResultsDrain:
         """Serve until SIGTERM/SIGINT; reconnect (with backoff) while the broker is away."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.stop.set())
-        wait = 0.5
+        waits = pauses()
         online = False
+        outage = Outage(self.hostname, log)
         while not self.stop.is_set():
             try:
                 self._connect()
+                outage.passed()
                 if not online:
                     log.warning("%s ready.", self.hostname)
                     online = True
                 self.events.send("worker-online", **self._worker_fields())
-                wait = 0.5
+                waits = pauses()
                 self._serve()
-            except Exception as exc:  # noqa: BLE001 - the broker went away: connect again
-                if not _broker_trouble(exc):
-                    raise
-                log.warning("broker connection lost (%s); reconnecting in %.1f s", exc, wait)
-                self.stop.wait(wait)
-                wait = min(wait * 2, 10.0)
+            except broker_errors() as exc:  # the broker went away: connect again, for ever
+                outage.failed(exc)
+                self.stop.wait(next(waits))
             finally:
                 if hasattr(self, "connection"):
                     self._shutdown_connection()
@@ -291,13 +291,6 @@ class ResultsDrain:
 def _route(message: dict) -> tuple[str, str]:
     info = (message.get("properties") or {}).get("delivery_info") or {}
     return info.get("exchange", QUEUE), info.get("routing_key", QUEUE)
-
-
-def _broker_trouble(exc: BaseException) -> bool:
-    import redis
-
-    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
-                            OSError))
 
 
 def serve_results(app, settings, hostname: Optional[str], loglevel: str) -> None:

@@ -110,6 +110,21 @@ class AttemptEvent(SQLModel, table=True):
     duration: Optional[float] = None  # seconds from the attempt's start to its result
 
 
+class GraderCheckRow(SQLModel, table=True):
+    """A grader's latest self-check of a fixture (results/grader_checks.py): what `evalq status`
+    shows while a grader refuses a fixture's trials. One row per grader and fixture digest."""
+    __tablename__ = "grader_checks"
+    grader: str = Field(primary_key=True)  # the worker's name, grading@host
+    fixture_digest: str = Field(primary_key=True)
+    fixture_id: str
+    sandbox: str
+    toolchain: Optional[str] = None  # rootfs or image digest the references were graded in
+    ok: bool
+    reason: Optional[str] = None  # why it refuses (None when ok)
+    verdicts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    checked_at: float
+
+
 TERMINAL_STATES = ("done", "cancelled")
 
 
@@ -201,7 +216,8 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
             conn.exec_driver_sql("ROLLBACK")
 
 
-def _insert(engine: Engine):
+def dialect_insert(engine: Engine | Connection):
+    """The INSERT with ON CONFLICT of the engine's database (PostgreSQL or SQLite)."""
     return postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
 
@@ -378,6 +394,24 @@ def claim_grading(engine: Engine, trial_id: str, attempt: int, owner: str,
     return False, f"graded by {row.lease_owner} until {row.lease_expires_at:.0f}"
 
 
+def refuse_grading(engine: Engine, trial_id: str, attempt: int, owner: str, grader: str,
+                   retry_after: float) -> bool:
+    """Give back a claimed grading this grader refuses to grade (its self-check of the fixture
+    failed), with no outcome: the lease passes to "(refused by GRADER)" until `retry_after`
+    seconds from now, when the grading sweep re-sends it like any expired grading, to
+    whichever grader takes it. Until then no delivery may claim it, so a refusing grader
+    does not take the same trial back again and again. True if this owner still held it."""
+    with Session(engine) as session:
+        result = session.execute(
+            update(AttemptRow)
+            .where(AttemptRow.trial_id == trial_id, AttemptRow.attempt == attempt,
+                   AttemptRow.lease_owner == owner, AttemptRow.outcome.is_(None))
+            .values(lease_owner=f"(refused by {grader})",
+                    lease_expires_at=time.time() + retry_after))
+        session.commit()
+        return result.rowcount == 1
+
+
 def reserve_stranded_gradings(engine: Engine, lease_seconds: float,
                               unclaimed: bool = False) -> list[tuple[str, int]]:
     """(trial_id, attempt) of gradings whose grader's lease expired, each reserved for one re-send.
@@ -532,7 +566,7 @@ def _upsert(engine: Engine, fields: tuple[str, ...], regrade: bool):
     table = AttemptRow.__table__
     columns = ("trial_id", "attempt", "study_id", "claims", "regrades", *fields,
                "state", "lease_expires_at", "updated_at")
-    statement = _insert(engine)(table).values({c: bindparam(c) for c in columns})
+    statement = dialect_insert(engine)(table).values({c: bindparam(c) for c in columns})
     update_values = {k: statement.excluded[k] for k in
                      (*fields, "state", "lease_expires_at", "updated_at")}
     if regrade:

@@ -4,9 +4,10 @@ No two runs share any of these directories, so nothing an agent writes into its 
 visible to the next run (SPEC R1).
 
 The profile (workspace included) is the one place a sealed agent writes to the host, and a
-per-file size limit does not bound file after file: as root, a run's profile is a tmpfs of
-`disk_mb` (pages charged to the memory cgroup of whoever writes them), so an agent cannot
-fill the disk that holds EVALQ_HOME, its database and every other run.
+per-file size limit does not bound file after file: where the worker may mount (root with
+CAP_SYS_ADMIN), a run's profile is a tmpfs of `disk_mb` (pages charged to the memory cgroup
+of whoever writes them), so an agent cannot fill the disk that holds EVALQ_HOME, its database
+and every other run. Elsewhere it is a plain folder, and the worker's log says so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.graders.sandbox.privilege import mount_refused
 from evalq.graders.sandbox.scratch import mount_tmpfs, unmount
 
 #: the source name of profile tmpfs mounts (how a sweep knows them)
@@ -58,28 +60,33 @@ class Profile:
                                                       self.root, "; ".join(left))
 
 
-def cap_folder(folder: Path, disk_mb: int, inodes: int = PROFILE_INODES) -> bool:
-    """Mount a tmpfs of `disk_mb` and `inodes` on the empty `folder` (root only); whether
-    it was. Empty files cost no bytes, but each is an inode and a dentry of kernel memory
-    (not charged to a cgroup v1 memory limit): without a count, millions of them could be."""
-    if os.geteuid() != 0:
-        return False
+def cap_folder(folder: Path, disk_mb: int, inodes: int = PROFILE_INODES) -> str | None:
+    """Mount a tmpfs of `disk_mb` and `inodes` on the empty `folder`; None when it is
+    mounted, else why not (mounting needs CAP_SYS_ADMIN). Empty files cost no bytes, but each
+    is an inode and a dentry of kernel memory (not charged to a cgroup v1 memory limit):
+    without a count, millions of them could be."""
+    refused = mount_refused()
+    if refused is not None:
+        return refused
     options = f"size={int(disk_mb)}m,nr_inodes={int(inodes)},mode=0700"
-    return mount_tmpfs(folder, PROFILE_SOURCE, options) is None
+    why = mount_tmpfs(folder, PROFILE_SOURCE, options)
+    return None if why is None else f"tmpfs mount failed: {why}"
 
 
 def new_profile(base_dir: Path | None = None, extra_env: dict[str, str] | None = None,
                 path_prefix: list[str] | None = None,
                 disk_mb: int | None = None, inodes: int = PROFILE_INODES) -> Profile:
     """Make a new run root with home/, tmp/, logs/ and an empty workspace path beside them;
-    with `disk_mb`, the root is a tmpfs of that size (as root; else uncapped, and logged)."""
+    with `disk_mb`, the root is a tmpfs of that size (with CAP_SYS_ADMIN; else uncapped, and
+    logged)."""
     if base_dir is not None:
         base_dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="evalq-run-", dir=base_dir))
-    capped = disk_mb is not None and cap_folder(root, disk_mb, inodes)
-    if disk_mb is not None and not capped:
+    why = cap_folder(root, disk_mb, inodes) if disk_mb is not None else None
+    capped = disk_mb is not None and why is None
+    if why is not None:
         logging.getLogger("evalq.worker").warning(
-            "profile %s has no total disk cap (a tmpfs mount needs root)", root)
+            "profile %s has no total disk cap (%s)", root, why)
     home, tmp, logs = root / "home", root / "tmp", root / "logs"
     for folder in (home, tmp, logs):
         folder.mkdir()

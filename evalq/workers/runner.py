@@ -25,6 +25,7 @@ from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
 from evalq.ops.run_folders import record_owner
 from evalq.queue.messages import result_payload, trial_label
+from evalq.queue.outage import BrokerUnavailable
 from evalq.results.lease import Heartbeat
 from evalq.results.store import claim, is_cancelled, mark_state, read_study, ready_engine
 from evalq.workers.agents.base import TOO_LARGE, AgentContext
@@ -155,6 +156,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
     # which agent sandbox ran it: `none` marks the attempt (and the report) unsealed
     common = dict(worker_host=host, started_at=started)
     profile = None
+    handed_off = False  # the attempt is in 'grading', its artifacts stored
     try:  # from here on, every failure ends the attempt with its reason
         common["worker_env"] = dict(worker_environment(settings.agent_sandbox),
                                     agent_sandbox=settings.agent_sandbox)
@@ -211,9 +213,16 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
                                 started_at=started, lease_expires_at=None)
         if not still_owner:
             return "lease lost to another worker"
+        handed_off = True
         _send("evalq.grade_trial", payload)
         log.info("%s sent to grading", label)
         return "sent to grading"
+    except BrokerUnavailable as exc:  # not the agent's doing: the trial stays pending
+        if handed_off:  # an expired grading lease: the next grading sweep re-sends it
+            _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"], state="grading",
+                      lease_expires_at=time.time())
+        log.warning("%s left pending for the sweeps to send again: %s", label, exc)
+        return "left pending: broker unavailable"
     except Exception as exc:  # whatever failed, the attempt ends recorded with its reason
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("infrastructure failure in %s: %s", label, reason)

@@ -11,7 +11,10 @@ outside. Each is checked from outside:
 no canary in any form anywhere evalq stored, no file written, no process left, no connection
 accepted, no trigger, and the cheating condition graded incorrect, while its door to the model
 server works. The same agent with the sandbox `none` (the control) succeeds at the attacks, so
-the checks can fail; that study is marked unsealed.
+the checks can fail; that study is marked unsealed. The bwrap study runs twice: as this test
+process (root), and with evalq run as root without CAP_SYS_ADMIN (as in a container), where
+bubblewrap itself runs as the agent user (that the agent is then still the host's uid 65534,
+not root, test_other_ways_out.py checks from the host).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from conftest import ROOT  # noqa: E402
 from test_agents_support import (artifact, attempts, copy_fixture, expanded,  # noqa: E402
                                  run_study, write_manifest)
 from evalq.modelserver import ModelServer  # noqa: E402
+from no_sys_admin import NO_SYS_ADMIN, command, let_agent_pass  # noqa: E402
 from evalq.modelserver.script import parse_script  # noqa: E402
 
 FIXTURE = "py-slugify-bugfix"
@@ -159,7 +163,7 @@ def _plant(tmp: Path, canaries: dict, home: Path, worker_home: Path) -> dict:
     return {"fixture": fixture, "elsewhere": elsewhere, "secrets": secrets}
 
 
-def _study(backend: str, tmp: Path) -> dict:
+def _study(backend: str, tmp: Path, base: Path) -> dict:
     token = uuid.uuid4().hex[:12]
     canaries = {k: f"evalq-canary-{k}-{token}" for k in KINDS}
     home, worker_home = tmp / "home", tmp / "worker-home"
@@ -203,10 +207,15 @@ settings = {{ argv = {json.dumps(argv)}, base_url = "{server.url}", credential_e
 '''
             manifest = write_manifest(tmp / "study", planted["fixture"], conditions,
                                       study_id=f"hostile-{backend}", wall=120)
+            wrap = None
+            if backend == NO_SYS_ADMIN:  # bwrap, as uid 65534, must reach what it binds
+                let_agent_pass(home, base)
+                let_agent_pass(agent.parent, base)
+                wrap = lambda argv: command(argv, [home, agent.parent])  # noqa: E731
             report = run_study(manifest, home, {
-                "EVALQ_AGENT_SANDBOX": backend, "HOME": str(worker_home),
+                "EVALQ_AGENT_SANDBOX": _sandbox(backend), "HOME": str(worker_home),
                 "EVALQ_SECRETS_FILE": str(planted["secrets"]),
-                "EVALQ_HOSTILE_CANARY": canaries["env"]})
+                "EVALQ_HOSTILE_CANARY": canaries["env"]}, wrap=wrap)
             door_requests = len(server.exchanges)
         left = _processes_with(canaries["process"])
         written = [p for p in targets["write_targets"].values() if Path(p).exists()]
@@ -223,16 +232,22 @@ settings = {{ argv = {json.dumps(argv)}, base_url = "{server.url}", credential_e
         shutil.rmtree(planted["elsewhere"], ignore_errors=True)
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker", "none"])
+def _sandbox(backend: str) -> str:
+    """The EVALQ_AGENT_SANDBOX of a backend this test names."""
+    return "bwrap" if backend == NO_SYS_ADMIN else backend
+
+
+@pytest.fixture(scope="module", params=["bwrap", NO_SYS_ADMIN, "docker", "none"])
 def study(request, tmp_path_factory):
     if request.param != "none":
         from evalq.workers.sandbox import get_agent_sandbox
 
-        ok, why = get_agent_sandbox(request.param).available()
+        ok, why = get_agent_sandbox(_sandbox(request.param)).available()
         if not ok:
             pytest.fail(f"agent sandbox '{request.param}' is not available: {why}",
                         pytrace=False)
-    data = _study(request.param, tmp_path_factory.mktemp(f"hostile-{request.param}"))
+    data = _study(request.param, tmp_path_factory.mktemp(f"hostile-{request.param}"),
+                  tmp_path_factory.getbasetemp())
     data["backend"] = request.param
     (data["row"],) = attempts(data["home"])
     stdout = artifact(data["home"], data["row"]["artifacts"]["stdout"]).decode(errors="replace")
@@ -263,9 +278,10 @@ def test_cheating_condition_is_graded_incorrect(study):
         assert any("unsealed" in r for r in study["report"]["claims"]["reasons"])
         return
     assert outcome == "incorrect", (study["row"]["reason"], study["said"])
+    sandbox = _sandbox(study["backend"])
     assert study["report"]["agent_sandbox"] == {
-        "sealed": True, "backends": {study["backend"]: 1}, "unsealed_attempts": 0,
-        "unknown_attempts": 0, "lock_agent_sandbox": study["backend"]}
+        "sealed": True, "backends": {sandbox: 1}, "unsealed_attempts": 0,
+        "unknown_attempts": 0, "lock_agent_sandbox": sandbox}
 
 
 def test_no_canary_was_read_in_any_form(study):
@@ -302,9 +318,14 @@ def test_nothing_was_written_outside_the_workspace(study):
 
 def test_the_workspace_cannot_fill_the_hosts_disk(study):
     """Its file system is the run's own tmpfs of DEFAULT_DISK_MB, not EVALQ_HOME's disk (the
-    runner makes every profile so, unsealed ones too)."""
+    runner makes every profile so, unsealed ones too). Without CAP_SYS_ADMIN no tmpfs can be
+    mounted: the profile is a plain folder, and the worker's log says so."""
     from evalq.workers.sandbox.base import DEFAULT_DISK_MB
 
+    if study["backend"] == NO_SYS_ADMIN:
+        logs = b"".join(log.read_bytes() for log in (study["home"] / "logs").glob("*.log"))
+        assert b"has no total disk cap (mounting a tmpfs needs CAP_SYS_ADMIN" in logs
+        return
     assert study["said"]["disk_bytes"] <= DEFAULT_DISK_MB * 1024 * 1024, study["said"]
 
 

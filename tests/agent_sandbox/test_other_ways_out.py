@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalq.workers.profile import new_profile
-from evalq.workers.sandbox import AgentJob, get_agent_sandbox
+from evalq.workers.sandbox import AgentJob
+from no_sys_admin import NO_SYS_ADMIN, run_job
 from probe_limits import PROBE_LIMITS
 
 AGENT = r'''
@@ -101,7 +102,7 @@ class Listeners:
         return hits
 
 
-@pytest.mark.parametrize("backend", ["bwrap", "docker", "none"])
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker", "none"])
 def test_no_way_out_but_the_door(tmp_path, backend):
     token = uuid.uuid4().hex[:12]
     canary = tmp_path / "host-only" / "canary.txt"
@@ -111,10 +112,10 @@ def test_no_way_out_but_the_door(tmp_path, backend):
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
-        done = get_agent_sandbox(backend).run(AgentJob(
+        done = run_job(backend, AgentJob(
             argv=["/usr/bin/python3", "-c", AGENT, json.dumps(listeners.targets(canary))],
             env=profile.env, workspace=profile.workspace, profile_root=profile.root,
-            limits=PROBE_LIMITS, label="ways-out"))
+            limits=PROBE_LIMITS, label="ways-out"), tmp_path)
     finally:
         hits = listeners.close()
         profile.cleanup()
@@ -153,11 +154,12 @@ print(json.dumps(said))
 '''
 
 
-@pytest.mark.parametrize("backend", ["bwrap", "docker", "none"])
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker", "none"])
 def test_root_only_files_in_what_the_agent_is_shown_stay_unreadable(tmp_path, backend):
     """The agent sees its install folders read-only; a root-only file there (an npm prefix's
     .npmrc with a registry token, a venv's pip.conf with index credentials) is the host's, not
-    the agent's: the agent is the host's uid 65534 in both backends, never root."""
+    the agent's: the agent is the host's uid 65534 in both backends, never root (also when
+    bwrap itself runs as uid 65534, the worker being root without CAP_SYS_ADMIN)."""
     token = f"npm-canary-token-{uuid.uuid4().hex[:12]}"
     prefix = tmp_path / "agent-install"
     (prefix / "bin").mkdir(parents=True)
@@ -167,10 +169,10 @@ def test_root_only_files_in_what_the_agent_is_shown_stay_unreadable(tmp_path, ba
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
-        done = get_agent_sandbox(backend).run(AgentJob(
+        done = run_job(backend, AgentJob(
             argv=["/usr/bin/python3", "-c", READ_PREFIX, str(prefix)], env=profile.env,
             workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            readonly=[prefix], label="prefix"))
+            readonly=[prefix], label="prefix"), tmp_path)
         assert done.exit_code == 0, done.stderr.decode()
         said = json.loads(done.stdout.decode().strip().splitlines()[-1])
         made = (profile.workspace / "made-by-agent").stat().st_uid
@@ -197,19 +199,55 @@ print(json.dumps(said))
 '''
 
 
-@pytest.mark.parametrize("backend", ["bwrap", "docker"])
-def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
-    """/tmp and /dev/shm are writable by the agent (uid 65534: a POSIX semaphore works) and
-    no larger than its disk allowance, not half the host's memory."""
+def _python_said(backend: str, tmp_path: Path, code: str) -> dict:
+    """What Python `code` run as an agent in a fresh profile printed last, as JSON."""
     profile = new_profile(tmp_path / "runs")
     profile.workspace.mkdir()
     try:
-        done = get_agent_sandbox(backend).run(AgentJob(
-            argv=["/usr/bin/python3", "-c", SCRATCH], env=profile.env,
+        done = run_job(backend, AgentJob(
+            argv=["/usr/bin/python3", "-c", code], env=profile.env,
             workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            label="scratch"))
+            label="probe"), tmp_path)
     finally:
         profile.cleanup()
     assert done.exit_code == 0, done.stderr.decode()
-    said = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
+def test_scratch_folders_are_the_agents_and_bounded(tmp_path, backend):
+    """/tmp and /dev/shm are writable by the agent (uid 65534: a POSIX semaphore works) and
+    no larger than its disk allowance, not half the host's memory."""
+    said = _python_said(backend, tmp_path, SCRATCH)
     assert all(size <= 64 * 1024 * 1024 for size in said.values()), said
+
+
+IDENTITY = r'''
+import ctypes, json, os
+said = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+with open("/proc/self/status") as handle:
+    for line in handle:
+        key, _, value = line.partition(":")
+        if key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
+            said[key] = value.strip()
+said["ns"] = {n: os.readlink(f"/proc/self/ns/{n}")
+              for n in ("pid", "net", "ipc", "uts", "cgroup", "mnt")}
+libc = ctypes.CDLL(None, use_errno=True)
+said["unshare"] = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER
+print(json.dumps(said))
+'''
+
+
+@pytest.mark.parametrize("backend", ["bwrap", NO_SYS_ADMIN, "docker"])
+def test_the_agent_holds_nothing_and_shares_no_namespace(tmp_path, backend):
+    """uid and gid 65534 with no other group, no capability (none left to gain either),
+    no_new_privs, a seccomp filter that refuses a new namespace, and none of the worker's pid,
+    network, ipc, uts and mount namespaces (nor, in bwrap, its cgroup namespace)."""
+    said = _python_said(backend, tmp_path, IDENTITY)
+    none = "0000000000000000"
+    assert said["uid"] == said["gid"] == 65534 and set(said["groups"]) <= {65534}, said
+    assert {k: said[k] for k in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb")} == \
+        dict.fromkeys(("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"), none), said
+    assert said["NoNewPrivs"] == "1" and said["Seccomp"] == "2" and not said["unshare"], said
+    shared = {n for n, link in said["ns"].items() if os.readlink(f"/proc/self/ns/{n}") == link}
+    assert shared <= ({"cgroup"} if backend == "docker" else set()), said["ns"]

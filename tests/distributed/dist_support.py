@@ -61,17 +61,24 @@ class RedisServer:
     folder: Path
     binds: tuple[str, ...] = ("127.0.0.1",)
     proc: subprocess.Popen | None = None
+    #: requirepass, as a deployment's Redis has one
+    password: str | None = None
+    #: an append-only file, as a deployment's Redis keeps its queues across a restart
+    persistent: bool = False
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> "RedisServer":
         if shutil.which("redis-server") is None:
             raise AssertionError("redis-server is not installed; apt-get install redis-server")
         log = open(self.folder / "redis.log", "ab")
+        extra = ["--requirepass", self.password] if self.password else []
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind",
-                                      *self.binds, "--save", "", "--appendonly", "no",
+                                      *self.binds, "--save", "", "--appendonly",
+                                      "yes" if self.persistent else "no", *extra,
                                       # other binds are only this test's private veth link
                                       "--protected-mode",
                                       "yes" if self.binds == ("127.0.0.1",) else "no",

@@ -4,7 +4,8 @@
     slug = load_subject("textutil.slug")
     assert slug.slugify("a b") == "a-b"      # slugify runs in the subject, == runs here
 
-The grader mounts this package read-only into the judge's sandbox as `evalq_judge`.
+The grader copies this package's source files into each grading's folder and binds that copy
+read-only into the judge's sandbox as `evalq_judge` (and into the subject's, for its server).
 """
 
 from .client import (SubjectError, build, call_timeout, SubjectGone, SubjectHung, SubjectUnavailable, Handle,

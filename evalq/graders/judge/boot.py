@@ -5,6 +5,10 @@ the user's site directory and the current directory; this script then sets sys.p
 interpreter's own library, its site packages and the judge helpers, nothing else. The agent's
 workspace is not mounted in the judge's sandbox at all, so nothing in it can shadow pytest or
 a module pytest imports.
+
+Its first act is to write the file named by EVALQ_JUDGE_STARTED (in its report directory): the
+grader takes a judge run without it for one that never started (helpers not found, boot
+unreadable), a grading_failure, never a verdict on the agent.
 """
 
 import os
@@ -80,7 +84,17 @@ class CappedOutput:
         return getattr(self.stream, name)
 
 
+def mark_started() -> None:
+    """Tell the grader that this script runs (an error here ends the judge unmarked)."""
+    mark = os.environ.get("EVALQ_JUDGE_STARTED")
+    if mark:
+        fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+
+
 def main() -> int:
+    mark_started()
     hidden, junit, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     sys.path[:] = explicit_path()
     os.chdir(hidden)

@@ -75,6 +75,11 @@ class Sandbox(ABC):
         """Whether this backend can run here, and if not, how to make it so."""
         return True, ""
 
+    def toolchain(self, image: str | None = None) -> Optional[Toolchain]:
+        """The root file system `image` would run in now, without running anything (what a
+        grader's self-check is keyed by); SandboxError if it cannot be found."""
+        return None
+
     def scratch(self, folder: Path, limits: SandboxLimits):
         """A context in which the empty `folder` holds a grading's workspace and report;
         yields a sandbox.scratch.Scratch (is its total size capped, and if not, why)."""

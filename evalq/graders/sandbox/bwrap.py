@@ -20,7 +20,8 @@ from evalq.errors import SandboxError
 from evalq.proc import ProcResult, run_bounded
 from evalq.graders.sandbox.base import (REPORT_PATH, SHM_MB, WORKSPACE_PATH, ExecResult,
                                         RunExtras, Sandbox, SandboxLimits)
-from evalq.graders.sandbox.cgroups import RunCgroup, sweep_orphans
+from evalq.graders.sandbox.cgroups import RunCgroup, can_make_cgroups, sweep_orphans
+from evalq.graders.sandbox.privilege import as_user
 from evalq.graders.sandbox.scratch import size_capped, sweep_mounts
 from evalq.graders.sandbox.seccomp import filter_fd, read_all
 from evalq.graders.sandbox.toolchain import DEFAULT_IMAGE, local_rootfs
@@ -28,12 +29,17 @@ from evalq.graders.sandbox.toolchain import DEFAULT_IMAGE, local_rootfs
 NOBODY = 65534
 
 
+def let_others_pass(folder: Path) -> None:
+    """Make `folder` searchable (not listable) by other users: bubblewrap, run as the sandbox
+    user, must reach what it binds below it."""
+    mode = folder.stat().st_mode
+    if not mode & 0o001:
+        os.chmod(folder, mode | 0o011)
+
+
 def _own_for_nobody(root: Path, uid: int = NOBODY) -> None:
     """Let the unprivileged sandbox user reach and write its fresh workspace copy."""
-    parent = root.resolve().parent
-    mode = parent.stat().st_mode
-    if not mode & 0o001:
-        os.chmod(parent, mode | 0o011)
+    let_others_pass(root.resolve().parent)
     os.chown(root, uid, uid)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -105,6 +111,9 @@ class BwrapSandbox(Sandbox):
         """The workspace and report share a tmpfs of the disk allowance (sandbox/scratch.py)."""
         return size_capped(folder, limits.disk_mb)
 
+    def toolchain(self, image=None):
+        return local_rootfs(image or DEFAULT_IMAGE)
+
     def run(self, argv, *, workspace, report_dir, limits: SandboxLimits, env, image=None,
             label="", extras: RunExtras | None = None) -> ExecResult:
         ok, why = self.available()
@@ -125,8 +134,8 @@ class BwrapSandbox(Sandbox):
                    "--bind", str(workspace), WORKSPACE_PATH,
                    "--bind", str(report_dir), REPORT_PATH, *ro_binds,
                    "--remount-ro", "/", "--chdir", WORKSPACE_PATH]
-        prefix = [] if not as_root else ["setpriv", f"--reuid={uid}", f"--regid={uid}",
-                                         "--clear-groups", "--inh-caps=-all"]
+        # as root (with or without CAP_SYS_ADMIN), bwrap makes the user namespace as `uid`
+        prefix = as_user(uid) if as_root else []
         run = run_in_bwrap(options, argv, env=env, limits=limits, prefix=prefix,
                            should_stop=extras.should_stop, pass_fds=extras.pass_fds)
         result, limit_hit, notes = run.proc, run.limit_hit, run.notes
@@ -170,7 +179,7 @@ def run_in_bwrap(options: list[str], argv: list[str], *, env: dict[str, str],
     if not ok:
         raise SandboxError(why)
     group = RunCgroup.create(limits.memory_mb, limits.pids, limits.cpus) \
-        if os.geteuid() == 0 else None
+        if can_make_cgroups() else None
     notes = [] if group else ["no writable cgroup: memory and process limits use rlimits"]
     seccomp_fd = filter_fd()
     if seccomp_fd is None:

@@ -22,6 +22,28 @@ def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK)
 
 
+def _layout() -> int:
+    """1 with writable v1 memory and pids hierarchies, 2 with a writable v2 root holding both
+    controllers, else 0 (no root, or a container's read-only /sys/fs/cgroup)."""
+    if _writable(ROOT / "memory") and _writable(ROOT / "pids"):
+        return 1
+    controllers = ROOT / "cgroup.controllers"
+    if controllers.exists() and _writable(ROOT):
+        have = controllers.read_text().split()
+        if "memory" in have and "pids" in have:
+            return 2
+    return 0
+
+
+def can_make_cgroups() -> bool:
+    """Whether this process can make per-run cgroups (a matter of write access to the tree,
+    not of CAP_SYS_ADMIN: a container's root often has the one and not the other)."""
+    try:
+        return _layout() != 0
+    except OSError:
+        return False
+
+
 @dataclass
 class RunCgroup:
     """The cgroup directories of one sandboxed run (one per v1 controller, or one v2 dir)."""
@@ -35,7 +57,8 @@ class RunCgroup:
         v1_memory, v1_pids, v1_cpu = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
         period = 100_000
         try:
-            if _writable(v1_memory) and _writable(v1_pids):
+            layout = _layout()
+            if layout == 1:
                 group = cls(version=1)
                 mem = v1_memory / name
                 pid = v1_pids / name
@@ -56,22 +79,19 @@ class RunCgroup:
                     swap.write_text(limit)
                 (pid / "pids.max").write_text(str(pids))
                 return group
-            controllers = (ROOT / "cgroup.controllers")
-            if controllers.exists() and _writable(ROOT):
-                have = controllers.read_text().split()
-                if "memory" in have and "pids" in have:
-                    group = cls(version=2)
-                    path = ROOT / name
-                    path.mkdir()
-                    group.dirs.append(path)
-                    (path / "memory.max").write_text(str(memory_mb * 1024 * 1024))
-                    swap = path / "memory.swap.max"
-                    if swap.exists():
-                        swap.write_text("0")
-                    (path / "pids.max").write_text(str(pids))
-                    if "cpu" in have:
-                        (path / "cpu.max").write_text(f"{int(cpus * period)} {period}")
-                    return group
+            if layout == 2:
+                group = cls(version=2)
+                path = ROOT / name
+                path.mkdir()
+                group.dirs.append(path)
+                (path / "memory.max").write_text(str(memory_mb * 1024 * 1024))
+                swap = path / "memory.swap.max"
+                if swap.exists():
+                    swap.write_text("0")
+                (path / "pids.max").write_text(str(pids))
+                if "cpu" in (ROOT / "cgroup.controllers").read_text().split():
+                    (path / "cpu.max").write_text(f"{int(cpus * period)} {period}")
+                return group
         except OSError:
             if "group" in locals():
                 group.remove()

@@ -236,6 +236,17 @@ class DockerSandbox(Sandbox):
         finally:
             _discard(container, stream)
 
+    def toolchain(self, image: str | None = None) -> Toolchain:
+        """The toolchain of the image `image` names now (a re-tagged name: the new image)."""
+        image = image or self.default_image
+        try:
+            image_id = self.client.images.get(image).id
+        except SandboxError:
+            raise
+        except Exception as exc:  # DockerException (no such image), connection errors
+            raise SandboxError(f"cannot inspect grader image {image!r}: {_reason(exc)}") from exc
+        return self._toolchain(image, image_id)
+
     def _toolchain(self, image: str, image_id: Optional[str]) -> Toolchain:
         """The rootfs digest (label) of the image the container was made from, by image id:
         an image re-imported under the same name while this worker runs is looked up anew."""

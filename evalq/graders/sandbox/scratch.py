@@ -4,7 +4,8 @@ RLIMIT_FSIZE caps each file, not their sum: hostile code can write file after fi
 the host's disk is full. bubblewrap binds the workspace and report from the grading
 directory, so a size-capped tmpfs there caps everything the graded code can write (its /tmp
 is a tmpfs of its own). Pages written there are also charged to the sandbox's memory cgroup.
-Mounting needs root; without it the directory stays uncapped and the grade says so.
+Mounting needs CAP_SYS_ADMIN (root in a container often lacks it); without it the directory
+stays uncapped and the grade says so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Iterator, Optional
 
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.graders.sandbox.owner import owned_name
+from evalq.graders.sandbox.privilege import mount_refused
 
 log = logging.getLogger("evalq.grading")
 SOURCE = "evalq-grade"
@@ -87,8 +89,9 @@ def grading_folder() -> Iterator[Path]:
 @contextmanager
 def size_capped(folder: Path, size_mb: int) -> Iterator[Scratch]:
     """Mount a tmpfs of `size_mb` on the empty `folder` for the block."""
-    if os.geteuid() != 0:
-        yield Scratch(folder, note="no total disk cap (needs root to mount a tmpfs)")
+    refused = mount_refused()
+    if refused is not None:
+        yield Scratch(folder, note=f"no total disk cap ({refused})")
         return
     why = mount_tmpfs(folder, SOURCE, f"size={int(size_mb)}m,mode=0711")
     if why is not None:

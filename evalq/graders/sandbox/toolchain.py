@@ -39,6 +39,7 @@ class Toolchain:
     name: Optional[str]
     digest: Optional[str]
     root: Optional[Path] = None
+    image_id: Optional[str] = None  # Docker's id of the image (a commit keeps the label)
 
     def record(self) -> dict:
         return {"image": self.image, "toolchain": self.name, "rootfs_digest": self.digest}
@@ -77,4 +78,5 @@ def image_toolchain(image: str, labels: dict | None, image_id: str | None) -> To
     digest = (labels or {}).get(DIGEST_LABEL)
     if not (isinstance(digest, str) and _DIGEST.match(digest)):
         digest = f"docker-image:{image_id}" if image_id else None
-    return Toolchain(image=image, name=match.group(1) if match else None, digest=digest)
+    return Toolchain(image=image, name=match.group(1) if match else None, digest=digest,
+                     image_id=image_id)

@@ -5,6 +5,10 @@ across every worker through one sorted set per origin: members are slot tokens, 
 lease expiry (Redis server time), renewed while a request runs, so a dead worker's slots come
 back when their lease ends. A release is published so waiters elsewhere retry at once; a poll
 covers lost messages and expired leases.
+
+While Redis is away (a restart) a request waits for its slot through the outage window
+(queue/outage.py) instead of failing the agent's call, and a release that cannot reach Redis is
+left to the slot's lease.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import threading
 import uuid
 from collections import defaultdict
 from typing import Optional
+
+from evalq.queue.outage import Outage, broker_errors, outage_window, pauses
 
 log = logging.getLogger("evalq.gateway")
 
@@ -89,31 +95,14 @@ return 1
 """
 
 
-class _Trouble:
-    """A loop's Redis failures, logged once with the reason when they start and once when they
-    end: a Redis restart would otherwise log a traceback every poll (two a second)."""
-
-    def __init__(self, what: str):
-        self.what, self.failures = what, 0
-
-    def failed(self) -> None:
-        if not self.failures:
-            log.warning("%s; retrying quietly until Redis answers", self.what, exc_info=True)
-        self.failures += 1
-
-    def passed(self) -> None:
-        if self.failures:
-            log.warning("%s: Redis answers again after %d failed tries", self.what,
-                        self.failures)
-            self.failures = 0
-
-
 class RedisSlots:
     """Slots shared by every gateway on one Redis. `lease` seconds without renewal frees one."""
 
     def __init__(self, url: str, lease: float = 30.0, poll: float = 0.5,
-                 prefix: str = "evalq:gateway:slots:"):
+                 prefix: str = "evalq:gateway:slots:", window: Optional[float] = None):
         self.url, self.lease, self.poll, self.prefix = url, lease, poll, prefix
+        self.window = window  # the outage window; EVALQ_BROKER_RETRY_SECONDS when None
+        self.releases = Outage("gateway slot releases", log)
         self.held: dict[str, tuple[str, str]] = {}        # token -> (redis key, origin)
         self.waiters = Waiters()
         self.versions: dict[str, int] = defaultdict(int)
@@ -122,6 +111,8 @@ class RedisSlots:
     async def start(self) -> None:
         import redis.asyncio as aioredis
 
+        if self.window is None:
+            self.window = outage_window()
         self.client = aioredis.Redis.from_url(self.url)
         await self.client.ping()
         self.acquire_script = self.client.register_script(ACQUIRE)
@@ -140,30 +131,30 @@ class RedisSlots:
             self.changed.notify_all()
 
     async def _listen(self) -> None:
-        trouble = _Trouble("gateway slot notifications interrupted")
+        outage = Outage("gateway slot notifications", log)
         while True:
             try:
                 message = await self.pubsub.get_message(ignore_subscribe_messages=True,
                                                         timeout=self.poll)
-            except Exception:  # noqa: BLE001 - waiters still poll; listen again shortly
-                trouble.failed()
+            except Exception as exc:  # noqa: BLE001 - waiters still poll; listen again shortly
+                outage.failed(exc)
                 await asyncio.sleep(self.poll)
                 continue
-            trouble.passed()
+            outage.passed()
             if message and message.get("type") == "pmessage":
                 channel = message["channel"]
                 await self._wake(channel.decode() if isinstance(channel, bytes) else channel)
 
     async def _renew(self) -> None:
-        trouble = _Trouble("could not renew gateway slot leases")
+        outage = Outage("gateway slot lease renewals", log)
         while True:
             await asyncio.sleep(self.lease / 3)
             try:
                 await self.renew()
-            except Exception:  # noqa: BLE001 - Redis away for a moment: try again next round
-                trouble.failed()
+            except Exception as exc:  # noqa: BLE001 - Redis away for a moment: next round
+                outage.failed(exc)
                 continue
-            trouble.passed()
+            outage.passed()
 
     async def renew(self) -> None:
         """Push every held slot's expiry to Redis time + lease."""
@@ -178,7 +169,7 @@ class RedisSlots:
         try:
             while True:
                 seen = self.versions[key]
-                if await self.acquire_script(keys=[key], args=[limit, self.lease, token]):
+                if await self._try_acquire(key, origin, limit, token):
                     self.held[token] = (key, origin)
                     return token
                 if not waiting:
@@ -195,12 +186,32 @@ class RedisSlots:
             if waiting:
                 self.waiters.add(origin, -1)
 
+    async def _try_acquire(self, key: str, origin: str, limit: int, token: str) -> bool:
+        """One try at a free slot, repeated while Redis is unreachable, for the outage window;
+        BrokerUnavailable past it (queue/outage.py ride_out, awaited)."""
+        outage = Outage(f"gateway slot for {origin}", log)
+        for pause in pauses():
+            try:
+                got = bool(await self.acquire_script(keys=[key], args=[limit, self.lease, token]))
+            except broker_errors() as exc:
+                outage.failed_within(exc, pause, self.window)
+                await asyncio.sleep(pause)
+                continue
+            outage.passed()
+            return got
+        raise AssertionError("unreachable")  # pauses() never ends
+
     async def release(self, origin: str, token: str) -> None:
         key, _ = self.held.pop(token, (self._key(origin), origin))
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.zrem(key, token)
-            pipe.publish(key, b"1")
-            await pipe.execute()
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.zrem(key, token)
+                pipe.publish(key, b"1")
+                await pipe.execute()
+        except broker_errors() as exc:  # the slot's lease frees it once Redis is back
+            self.releases.failed(exc)
+            return
+        self.releases.passed()
 
     async def close(self) -> None:
         for task in self.tasks:

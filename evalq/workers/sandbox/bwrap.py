@@ -8,20 +8,27 @@ under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`
 
 Run as root, bubblewrap's own user namespace would map the agent's 65534 to the host's root:
 every root-owned file it can see would be its own (a 0600 `.npmrc` token in an npm prefix
-it is shown, root-only folders of /usr). So as root there is no user namespace: bubblewrap
-makes the others, and setpriv turns the first process into the host's uid 65534 with no
-capability and an empty bounding set, as the Docker backend's agent is; it gets its door,
-profile and workspace first. Without root, the agent is the caller's own uid anyway.
+it is shown, root-only folders of /usr). So as root with CAP_SYS_ADMIN there is no user
+namespace: bubblewrap makes the others, and setpriv turns the first process into the host's
+uid 65534 with no capability and an empty bounding set, as the Docker backend's agent is.
+Root without CAP_SYS_ADMIN (a container's root) may make no namespace but a user namespace:
+setpriv makes it the host's uid 65534 before bubblewrap, which then makes its namespaces as
+that user, as it does for an unprivileged caller. Either way the agent is the host's 65534
+and gets its door, profile and workspace first. Without root, the agent is the caller's own
+uid anyway.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from evalq.errors import InfrastructureError, SandboxError
-from evalq.graders.sandbox.bwrap import BwrapSandbox, run_in_bwrap
+from evalq.graders.sandbox.bwrap import BwrapSandbox, let_others_pass, run_in_bwrap
 from evalq.graders.sandbox.cgroups import sweep_orphans
+from evalq.graders.sandbox.privilege import as_user, can_mount
 from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
@@ -37,16 +44,30 @@ def toolchain_python() -> str | None:
     return next((p for p in PYTHONS if os.access(p, os.X_OK)), None)
 
 
-#: as root: what turns the sandbox's first process into the agent user (see the module doc)
-AS_AGENT = ["/usr/bin/setpriv", f"--reuid={AGENT_UID}", f"--regid={AGENT_UID}",
-            "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
-#: as root: every namespace of --unshare-all but the user namespace
+#: as root: what turns the agent (or, without CAP_SYS_ADMIN, bwrap) into the agent user
+AS_AGENT = as_user(AGENT_UID)
+#: as root with CAP_SYS_ADMIN: every namespace of --unshare-all but the user namespace
 ROOT_NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                    "--unshare-cgroup"]
+#: otherwise: bwrap, run as the agent user, makes a user namespace too, and drops what it holds
+USER_NAMESPACES = ["--unshare-all", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
+                   "--cap-drop", "ALL"]
 
 
 def _as_root() -> bool:
     return os.geteuid() == 0
+
+
+def bwrap_as_root() -> bool:
+    """Whether bubblewrap itself runs as root, making every namespace but a user namespace:
+    only with CAP_SYS_ADMIN. Root without it runs bubblewrap as the agent user."""
+    return _as_root() and can_mount()
+
+
+@lru_cache(maxsize=None)
+def _note_once(note: str) -> None:
+    """What a run lacked (no writable cgroup, no seccomp), in the worker's log once."""
+    logging.getLogger("evalq.worker").warning("agent sandbox: %s", note)
 
 
 def _folders_above(binds: list[tuple[str, str, str]]) -> list[str]:
@@ -72,14 +93,15 @@ def _scratch(path: str, job: AgentJob) -> list[str]:
     return ["--perms", "1777", "--size", str(job.limits.disk_mb * 1024 * 1024), "--tmpfs", path]
 
 
-def bwrap_options(job: AgentJob) -> list[str]:
-    """Everything bwrap is told except the command: what the agent sees, and as whom."""
+def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
+    """Everything bwrap is told except the command: what the agent sees, and as whom;
+    `as_root`: whether bwrap runs as root (bwrap_as_root() when not given)."""
     # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
     # launcher, with the agent's environment only) reaps and ends the sandbox with the agent
     pid1 = ["--as-pid-1"] if job.door_socket else []
-    # as root, capabilities go with setpriv's switch to the agent user (AS_AGENT)
-    identity = [*ROOT_NAMESPACES] if _as_root() else [
-        "--unshare-all", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--cap-drop", "ALL"]
+    # bwrap as root: capabilities go with setpriv's switch to the agent user (AS_AGENT)
+    as_root = bwrap_as_root() if as_root is None else as_root
+    identity = ROOT_NAMESPACES if as_root else USER_NAMESPACES
     options = [*identity, "--die-with-parent", "--new-session", *pid1,
                "--hostname", "evalq-agent", *host_toolchain_binds(),
                "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
@@ -116,14 +138,28 @@ class BwrapAgentSandbox(AgentSandbox):
         if not ok:
             raise InfrastructureError(why)
         argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
+        as_root = bwrap_as_root()
+        # root without CAP_SYS_ADMIN: bwrap itself runs as the agent user
+        bwrap_as_agent = _as_root() and not as_root
         if _as_root():
             give_to_agent(job)
+        if as_root:
             argv = [*AS_AGENT, *argv]
+        if bwrap_as_agent:  # it must reach the profile and the door's socket to bind them
+            for path in [job.profile_root, job.workspace, job.door_socket]:
+                if path and Path(path).parent != job.profile_root:
+                    let_others_pass(Path(path).parent)
         try:
-            run = run_in_bwrap(bwrap_options(job), argv, env=job.env, limits=job.limits,
+            run = run_in_bwrap(bwrap_options(job, as_root), argv, env=job.env,
+                               limits=job.limits, prefix=AS_AGENT if bwrap_as_agent else [],
                                stdin=job.stdin, should_stop=job.should_stop)
         except SandboxError as exc:
-            raise InfrastructureError(f"agent sandbox: {exc}") from exc
+            hint = "" if not bwrap_as_agent or "Permission denied" not in str(exc) else (
+                f" (without CAP_SYS_ADMIN, bubblewrap runs as uid {AGENT_UID}: every folder "
+                "above what the agent is shown must be searchable by others: chmod o+x)")
+            raise InfrastructureError(f"agent sandbox: {exc}{hint}") from exc
+        for note in run.notes:
+            _note_once(note)
         return run.proc
 
     def sweep(self, max_age_seconds: float = 0) -> int:

@@ -1,0 +1,141 @@
+"""A grading worker checks itself on a fixture before it grades that fixture's first trial.
+
+A grader can be wrong in a way no single grade shows (a toolchain image in which the hidden
+tests cannot pass, a judge that cannot start, a workspace the sandbox does not see): every
+trial then looks like the agent's fault, and a report built on that is plausible and false.
+So a worker process grades the fixture's own reference solutions first, with the code
+`evalq fixtures check` uses (fixtures/selfcheck.py): the correct one must come out `correct`,
+the incorrect one `incorrect`. Until they do, it refuses the fixture's trials, which stay
+pending with no outcome (graders/service.py gives them back to be re-sent).
+
+A verdict is kept per process, keyed by what decides a verdict: the fixture's digest, the
+sandbox backend and the toolchain (rootfs or image digest) the fixture grades in now, so a
+re-imported image or a rebuilt rootfs is checked anew. A passing check lasts the process's
+life: one pair of gradings per fixture per process. A failed one is tried again when a trial
+of the fixture arrives `retry_after` seconds or more later, so a fault that goes away without
+changing the key (an engine restarted) stops blocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from evalq.errors import SandboxError
+from evalq.fixtures.fixture import Fixture
+from evalq.fixtures.selfcheck import check_fixture
+from evalq.graders.sandbox.base import Sandbox
+
+log = logging.getLogger("evalq.grading")
+
+#: the references a worker grades: the two whose verdicts a misconfigured grader gets wrong
+PAIR = ("correct", "incorrect")
+#: characters of a refusal's reason kept (it names what the graded references printed)
+REASON_CHARS = 1000
+
+
+class GraderRefused(Exception):
+    """This grader will not grade a fixture's trials: its self-check of the fixture failed.
+    Not an EvalqError: it is no verdict on the trial, which must not get an outcome from it."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One self-check's result: `reason` says why it failed (None when ok)."""
+
+    fixture_id: str
+    fixture_digest: str
+    sandbox: str
+    toolchain: Optional[str]
+    ok: bool
+    reason: Optional[str]
+    verdicts: dict
+    checked_at: float  # time.time(), for people
+    checked_mono: float  # time.monotonic(), for the retry
+
+    def row(self, grader: str) -> dict:
+        """The grader_checks row of this verdict (results/grader_checks.py)."""
+        return {"grader": grader, "fixture_digest": self.fixture_digest,
+                "fixture_id": self.fixture_id, "sandbox": self.sandbox,
+                "toolchain": self.toolchain, "ok": self.ok, "reason": self.reason,
+                "verdicts": self.verdicts, "checked_at": self.checked_at}
+
+
+def refusal(grader: str, verdict: Verdict) -> str:
+    return f"grader {grader} refuses fixture {verdict.fixture_id}: {verdict.reason}"
+
+
+def toolchain_digest(backend: Sandbox, image: str) -> Optional[str]:
+    """The digest of the rootfs or image `image` grades in now, with the Docker image's id
+    (an image made from another keeps its digest label); None if it cannot be found (the
+    gradings then fail for the same reason, and say it)."""
+    try:
+        toolchain = backend.toolchain(image)
+    except SandboxError:
+        return None
+    if toolchain is None:
+        return None
+    return " ".join(p for p in (toolchain.digest, toolchain.image_id) if p) or None
+
+
+def run_check(fixture: Fixture, backend: Sandbox, toolchain: Optional[str]) -> Verdict:
+    """Grade the fixture's PAIR of references; a check that cannot run is a failed one."""
+    verdicts: dict = {}
+    try:
+        check = check_fixture(fixture, sandbox=backend, references=PAIR)
+        verdicts, reason = dict(check.verdicts or {}), "; ".join(check.failures or []) or None
+    except Exception as exc:  # noqa: BLE001 - whatever stops the check is a reason to refuse
+        reason = f"the self-check could not run: {type(exc).__name__}: {exc}"
+    if reason is not None and len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS] + " …"
+    return Verdict(fixture_id=fixture.id, fixture_digest=fixture.digest, sandbox=backend.name,
+                   toolchain=toolchain, ok=reason is None, reason=reason, verdicts=verdicts,
+                   checked_at=time.time(), checked_mono=time.monotonic())
+
+
+class SelfCheckGate:
+    """This process's self-check verdicts; `require` before grading a trial of a fixture."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty: at start, and in a forked child (a pool process checks for itself)."""
+        self.lock = threading.Lock()
+        self.key_locks: dict[tuple, threading.Lock] = {}
+        self.verdicts: dict[tuple, Verdict] = {}
+
+    def require(self, fixture: Fixture, backend: Sandbox, grader: str, retry_after: float,
+                record: Callable[[dict], None] | None = None) -> Verdict:
+        """The passing verdict for this fixture here, checking first if there is none (one
+        check at a time per key: trials arriving together wait for it). GraderRefused with
+        the reason if the check fails."""
+        toolchain = toolchain_digest(backend, fixture.spec.image)
+        key = (fixture.digest, backend.name, toolchain)
+        with self.lock:
+            key_lock = self.key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            verdict = self.verdicts.get(key)
+            if verdict is None or (not verdict.ok and
+                                   time.monotonic() - verdict.checked_mono >= retry_after):
+                log.info("self-check of fixture %s in process %d (%s, toolchain %s): grading "
+                         "its references", fixture.id, os.getpid(), backend.name, toolchain)
+                verdict = self.verdicts[key] = run_check(fixture, backend, toolchain)
+                if verdict.ok:
+                    log.info("self-check of fixture %s passed", fixture.id)
+                else:
+                    log.error("self-check of fixture %s failed: %s", fixture.id,
+                              refusal(grader, verdict))
+                if record is not None:
+                    record(verdict.row(grader))
+        if not verdict.ok:
+            raise GraderRefused(refusal(grader, verdict))
+        return verdict
+
+
+GATE = SelfCheckGate()
+os.register_at_fork(after_in_child=GATE.reset)
