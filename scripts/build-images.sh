@@ -55,21 +55,31 @@ base_image=${base_image:-evalq-worker-base:local}
 # Made by the base image's own pip (so every wheel and environment marker fits its Python), on
 # this host's network, into the build context; the build itself then installs with no network.
 wheelhouse=workers/wheelhouse
-find "$wheelhouse" -maxdepth 1 \( -name '*.whl' -o -name ca.pem \) -delete
-# as pip's environment variables, which also reach the pip that installs build requirements
-pip_env=(-e HOME=/tmp -e PIP_DISABLE_PIP_VERSION_CHECK=1)
-mounts=(-v "$PWD:/src:ro" -v "$PWD/$wheelhouse:/wheelhouse")
-[ -z "$index_url" ] || pip_env+=(-e "PIP_INDEX_URL=$index_url")
-if [ -n "$ca_bundle" ]; then
-    mounts+=(-v "$(realpath "$ca_bundle"):/ca.pem:ro"); pip_env+=(-e PIP_CERT=/ca.pem)
+# what the wheels were fetched for: the requirements, the base's interpreter, the index
+key=$( { cat pyproject.toml; docker image inspect -f '{{.Id}}' "$base_image"; echo "$index_url"; } \
+    | sha256sum | cut -c1-16)
+if [ "$(cat "$wheelhouse/.key" 2>/dev/null)" = "$key" ] && ls "$wheelhouse"/*.whl >/dev/null 2>&1; then
+    say "wheelhouse up to date ($key)"
+else
+    find "$wheelhouse" -maxdepth 1 \( -name '*.whl' -o -name ca.pem -o -name .key \) -delete
+    # as pip's environment variables, which also reach the pip that installs build requirements
+    pip_env=(-e HOME=/tmp -e PIP_DISABLE_PIP_VERSION_CHECK=1)
+    mounts=(-v "$PWD:/src:ro" -v "$PWD/$wheelhouse:/wheelhouse")
+    [ -z "$index_url" ] || pip_env+=(-e "PIP_INDEX_URL=$index_url")
+    if [ -n "$ca_bundle" ]; then
+        mounts+=(-v "$(realpath "$ca_bundle"):/ca.pem:ro"); pip_env+=(-e PIP_CERT=/ca.pem)
+    fi
+    say "wheelhouse: evalq's dependencies for $base_image's Python into $wheelhouse"
+    # setuptools and wheel too: the image builds evalq from this checkout's source, offline
+    docker run --rm --network host --user "$(id -u):$(id -g)" "${pip_env[@]}" "${mounts[@]}" \
+        --entrypoint sh "$base_image" -c 'python3 -m venv /tmp/pip && mkdir /tmp/evalq-src \
+            && cp -r /src/pyproject.toml /src/README.md /src/evalq /tmp/evalq-src/ \
+            && /tmp/pip/bin/pip wheel -q --wheel-dir /wheelhouse "/tmp/evalq-src[object-store]" setuptools wheel \
+            && rm -f /wheelhouse/evalq-*.whl' \
+        || die "the base image's pip could not fetch evalq's dependencies (set --index-url / --ca-bundle)"
+    echo "$key" > "$wheelhouse/.key"
 fi
-say "wheelhouse: evalq's dependencies for $base_image's Python into $wheelhouse"
-# setuptools and wheel too: the image builds evalq from this checkout's source, offline
-docker run --rm --network host --user "$(id -u):$(id -g)" "${pip_env[@]}" "${mounts[@]}" \
-    --entrypoint sh "$base_image" -c 'python3 -m venv /tmp/pip && mkdir /tmp/evalq-src && cp -r /src/pyproject.toml /src/README.md /src/evalq /tmp/evalq-src/ \
-        && /tmp/pip/bin/pip wheel -q --wheel-dir /wheelhouse "/tmp/evalq-src[object-store]" setuptools wheel \
-        && rm -f /wheelhouse/evalq-*.whl' \
-    || die "the base image's pip could not fetch evalq's dependencies (set --index-url / --ca-bundle)"
+rm -f "$wheelhouse/ca.pem"
 [ -z "$ca_bundle" ] || cp "$ca_bundle" "$wheelhouse/ca.pem"
 
 # ---- 3. the images -----------------------------------------------------------------------------
@@ -81,6 +91,7 @@ build() {  # tag dockerfile base
 build evalq-worker:local workers/Dockerfile "$base_image"
 build evalq-redis:local workers/servers/redis.Dockerfile evalq-redis-base:local
 build evalq-postgres:local workers/servers/postgres.Dockerfile evalq-postgres-base:local
-docker run --rm --network none --entrypoint evalq evalq-worker:local --version >&2 \
-    || die "evalq-worker:local does not run evalq"
+docker run --rm --network none --entrypoint sh evalq-worker:local -c \
+    'evalq --version && python3 -c "import s3fs"' >&2 \
+    || die "evalq-worker:local does not run evalq, or lacks the object-store extra"
 say "done: evalq-worker:local, evalq-redis:local, evalq-postgres:local"

@@ -89,7 +89,7 @@ def grade_message(payload: dict, send: Callable[[str, dict], None], hostname: st
         if heartbeat is not None:
             heartbeat.stop()
     log.info("graded %s: %s; sending the result", label, message["outcome"])
-    send("evalq.record_result", message)  # retried while the broker is away (queue/tasks.py)
+    send("evalq.record_result", message)  # retried while the broker is away (queue/sending.py)
     return message["outcome"]
 
 
