@@ -1,9 +1,12 @@
 """Leftovers of a grading name the process that made them, so a sweep tells orphans from live runs.
 
-A per-run cgroup or grading directory is called `<prefix><pid>-<random>`. When the grading
-worker process that made it has died (a crash, a SIGKILL, an OOM kill), the leftover is an
-orphan and can go at once; one whose maker still runs is left alone, however old, unless it
-is older than the sweep's max age (a stuck run, or a pid reused by another process).
+A per-run cgroup or grading directory is called `<prefix><pid namespace>.<pid>-<random>`.
+When the grading worker process that made it has died (a crash, a SIGKILL, an OOM kill), the
+leftover is an orphan and can go at once; one whose maker still runs is left alone, however
+old, unless it is older than the sweep's max age (a stuck run, or a pid reused by another
+process). A pid means something only in its own pid namespace: grading workers in several
+containers share one scratch folder on the host (compose), and each sees the others' pids as
+dead. So a sweeper judges by liveness only what its own pid namespace made, the rest by age.
 """
 
 from __future__ import annotations
@@ -13,14 +16,29 @@ import re
 from typing import Optional
 
 
+def pid_namespace() -> int:
+    """This process's pid namespace (its inode), the same for every process in a container."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def owned_name(prefix: str) -> str:
     """The start of a name that records this process as its owner."""
-    return f"{prefix}{os.getpid()}-"
+    return f"{prefix}{pid_namespace()}.{os.getpid()}-"
 
 
 def owner_of(name: str, prefix: str) -> Optional[int]:
-    match = re.match(re.escape(prefix) + r"(\d+)-", name)
-    return int(match.group(1)) if match else None
+    """The pid that made `name`, if it was made in this pid namespace (None: another one's,
+    or not a name of ours)."""
+    match = re.match(re.escape(prefix) + r"(?:(\d+)\.)?(\d+)-", name)
+    if not match:
+        return None
+    namespace = match.group(1)
+    if namespace is not None and int(namespace) != pid_namespace():
+        return None
+    return int(match.group(2))
 
 
 def alive(pid: int) -> bool:
