@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from test_agents_support import artifact, attempts, copy_fixture, run_study
 from evalq.digest import tree_digest
 from evalq.workers.sandbox.base import AGENT_DIR
@@ -355,3 +355,62 @@ def test_a_commit_comparison_refuses_any_other_difference(repo_study):
     assert proc.returncode == 2
     assert "field 'conditions.1.settings'" in proc.stderr
     assert "differ only in their source" in proc.stderr and "'bad'" in proc.stderr
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_argv0_may_be_a_program_of_the_source(tmp_path, backend):
+    """`{agent_dir}/run.sh` runs from the mounted source, with the workspace as its cwd."""
+    from evalq.fixtures.fixture import load_fixture, materialize
+    from evalq.models import Condition, Limits
+    from evalq.workers.agents.base import AgentContext
+    from evalq.workers.agents.registry import get_adapter
+    from evalq.workers.profile import new_profile
+
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "run.sh").write_text('#!/bin/sh\necho "$0 $(pwd)" > "$1/report.txt"\n')
+    (source / "run.sh").chmod(0o755)
+    fixture = load_fixture(copy_fixture("py-slugify-bugfix", tmp_path / "fx"))
+    profile = new_profile(tmp_path / "runs")
+    materialize(fixture, profile.workspace)
+    condition = Condition(name="c", agent="command", source={"path": "source"},
+                          settings={"argv": ["{agent_dir}/run.sh", "{output_dir}"]})
+    ctx = AgentContext(fixture=fixture, condition=condition, profile=profile, prompt="fix it",
+                       limits=Limits(wall_seconds=60), sandbox=backend,
+                       evalq_home=tmp_path / "home", agent_source=source)
+    result = get_adapter("command").run(ctx)
+    assert result.exit_code == 0, result.stderr
+    assert result.final_report == f"{AGENT_DIR}/run.sh {profile.workspace}\n"
+
+
+def test_compare_of_two_studies_refuses_what_else_differs(tmp_path):
+    """One study per commit: accepted when only the source differs, refused (naming the
+    setting) when the argv differs too."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from report_native_rows import make_study
+    from evalq.results.store import StudyRow, init_db
+    from sqlmodel import Session
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    argv = {"argv": ["python3", "{agent_dir}/fixer.py"]}
+    for study, tag, settings in (("v2", "aaa", argv), ("v3", "bbb", argv),
+                                 ("v3-fast", "bbb", {"argv": [*argv["argv"], "--fast"]})):
+        make_study(url, study, conditions=[{"name": "main", "agent": "command",
+                                            "settings": settings,
+                                            "source": {"repo": ".", "commit": tag}}])
+        with Session(init_db(url)) as session:
+            row = session.get(StudyRow, study)
+            row.lock = dict(row.lock, agent_sources={"main": {
+                "digest": f"sha256:{tag * 21}", "commit": tag * 13, "name": tag}})
+            session.add(row)
+            session.commit()
+    env = {"EVALQ_DATABASE_URL": url}
+    accepted = run_cli(["compare", "v2", "v3"], env)
+    assert accepted.returncode == 0, accepted.stderr
+    assert f"commit {'aaa' * 13} (aaa)" in accepted.stdout
+    assert f"commit {'bbb' * 13} (bbb)" in accepted.stdout
+    refused = run_cli(["compare", "v2", "v3-fast"], env)
+    assert refused.returncode == 2
+    assert "settings_digest" in refused.stderr and "settings.argv" in refused.stderr
