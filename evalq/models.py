@@ -90,8 +90,9 @@ class FixtureSpec(Strict):
 
 # ---------------------------------------------------------------- study
 class AgentSource(Strict):
-    """The agent's own code: a folder, or a commit of a git repository (paths relative to
-    the manifest). Frozen into the lock by digest and mounted read-only into every run."""
+    """The agent's own code: a folder (`path`), or a commit of a git repository (`repo` and
+    `commit`, with `path` a folder of it, relative to `repo`); relative to the manifest.
+    Frozen into the lock by digest and mounted read-only into every run."""
 
     path: Optional[str] = Field(None, min_length=1)
     repo: Optional[str] = Field(None, min_length=1)
@@ -99,9 +100,8 @@ class AgentSource(Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "AgentSource":
-        if self.path is not None and (self.repo is not None or self.commit is not None):
-            raise ValueError("give either path (a folder) or repo and commit, not both")
-        if self.path is None and (self.repo is None or self.commit is None):
+        if (self.repo is None) != (self.commit is None) or \
+                (self.path is None and self.repo is None):
             raise ValueError("give path = \"agents/\" (a folder), or repo = \".\" and "
                              "commit = \"v2\" (a commit of a git repository)")
         return self

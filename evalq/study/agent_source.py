@@ -1,8 +1,8 @@
 """A condition's agent source is a frozen input: exported, digested into the lock, published.
 
 `source = { path = "agents/" }` is a folder; `source = { repo = ".", commit = "v2" }` a commit
-of a git repository (its whole tree, `git archive` of the resolved commit id); both relative
-to the manifest. The export is digested like a fixture, so a changed folder or a tag that now
+of a git repository (its whole tree, or the folder `path` names in it: `git archive` of the
+resolved commit id); both relative to the manifest. The export is digested like a fixture, so a changed folder or a tag that now
 names another commit is refused by the lock check; workers get the exported tree from the
 artifact store (evalq/workers/agent_source.py) and mount it read-only.
 """
@@ -40,6 +40,8 @@ class SourceSpec:
     manifest: Path
     folder: Path  # the folder, or the repository's top level
     commit: Optional[str] = None  # the commit name as written (a repository source)
+    #: a repository source's folder, relative to the top level (None: the whole tree)
+    subdir: Optional[str] = None
 
     @property
     def is_commit(self) -> bool:
@@ -50,7 +52,7 @@ def resolve_source(source: AgentSource, manifest: Path, index: int, condition: s
     """Check the source exists (the folder; the repository and the commit in it)."""
     where = f"conditions.{index}.source"
     base = manifest.parent
-    if source.path is not None:
+    if source.repo is None:
         folder = (base / source.path).resolve()
         if not folder.is_dir():
             raise UserError(f"agent source '{source.path}' is not a folder ({folder})",
@@ -63,13 +65,24 @@ def resolve_source(source: AgentSource, manifest: Path, index: int, condition: s
         raise UserError(f"'{source.repo}' is not in a git repository ({repo})", file=manifest,
                         field=f"{where}.repo",
                         fix="give a folder of a git repository relative to the manifest")
-    spec = SourceSpec(condition, where, manifest, top, source.commit)
+    subdir = None
+    if source.path is not None:
+        inside = (repo / source.path).resolve()
+        if inside != top and top not in inside.parents:
+            raise UserError(f"'{source.path}' is outside the repository {top}", file=manifest,
+                            field=f"{where}.path", fix="give a folder of the repository, "
+                                                       "relative to `repo`")
+        subdir = inside.relative_to(top).as_posix() if inside != top else None
+    spec = SourceSpec(condition, where, manifest, top, source.commit, subdir)
     try:
-        git.resolve_commit(top, source.commit)
+        commit = git.resolve_commit(top, source.commit)
     except UserError:
         raise UserError(f"commit '{source.commit}' is not in the repository {top}",
                         file=manifest, field=f"{where}.commit",
                         fix="give a tag, branch or commit id of that repository") from None
+    if subdir is not None and not git.is_folder(top, commit, subdir):
+        raise UserError(f"commit '{source.commit}' has no folder '{subdir}'", file=manifest,
+                        field=f"{where}.path", fix="give a folder that commit holds")
     return spec
 
 
@@ -114,7 +127,8 @@ def export_source(spec: SourceSpec, into: Path) -> Exported:
     commit = None
     if spec.is_commit:
         commit = git.resolve_commit(spec.folder, spec.commit, where=spec.field)
-        dropped = unpack_workspace(git.archive(spec.folder, commit, where=spec.field), into)
+        tree = f"{commit}:{spec.subdir}" if spec.subdir else commit
+        dropped = unpack_workspace(git.archive(spec.folder, tree, where=spec.field), into)
         if dropped:
             raise _refuse(spec, f"commit {commit[:12]} holds what evalq does not copy: "
                                 f"{dropped[0]}", "keep only regular files in the agent's source")
@@ -130,7 +144,22 @@ def export_source(spec: SourceSpec, into: Path) -> Exported:
     if not any(into.iterdir()):
         raise _refuse(spec, f"the agent source of condition '{spec.condition}' has no files",
                       "name the folder or commit that holds the agent's code")
+    _refuse_fixtures(spec, into)
     return Exported(digest=tree_digest(into), commit=commit)
+
+
+def _refuse_fixtures(spec: SourceSpec, tree: Path) -> None:
+    """A fixture in the agent's source would show the agent its hidden tests and solutions."""
+    from evalq.fixtures.fixture import MANIFEST
+
+    for found in sorted(tree.rglob(MANIFEST)):
+        folder = found.parent
+        if (folder / "hidden").is_dir() or (folder / "solutions").is_dir():
+            where = folder.relative_to(tree).as_posix()
+            raise _refuse(spec, f"the agent source holds a fixture ({where}/): the agent would "
+                                "see its hidden tests and solutions",
+                          "keep fixtures out of the agent's source, or name the agent's own "
+                          "folder with `path`")
 
 
 @contextmanager
@@ -152,6 +181,8 @@ def lock_entries(sources: dict[str, SourceSpec]) -> dict[str, dict]:
             entry = {"digest": done.digest}
             if spec.is_commit:
                 entry.update(commit=done.commit, name=spec.commit)
+                if spec.subdir:
+                    entry["path"] = spec.subdir
             entries[condition] = entry
     return entries
 

@@ -48,6 +48,15 @@ def resolve_commit(repo: Path, name: str, where: str = "") -> str:
                f"{name}^{{commit}}", where=where).strip()
 
 
+def is_folder(repo: Path, commit: str, subdir: str) -> bool:
+    """Whether the commit holds the folder `subdir` (relative to the top level)."""
+    try:
+        kind = git(repo, "cat-file", "-t", f"{commit}:{subdir}").strip()
+    except UserError:
+        return False
+    return kind == "tree"
+
+
 def head(repo: Path) -> Optional[str]:
     """The checked-out commit, or None (a repository with no commit yet)."""
     try:
@@ -85,6 +94,6 @@ def listed_files(folder: Path, where: str = "") -> list[str]:
     return sorted({name for name in out.split("\0") if name})
 
 
-def archive(repo: Path, commit: str, where: str = "") -> bytes:
-    """The commit's tree as a gzip'd tar (`git archive`)."""
-    return git(repo, "archive", "--format=tar.gz", commit, where=where, binary=True)
+def archive(repo: Path, tree: str, where: str = "") -> bytes:
+    """A commit's tree (`ID`) or a folder of it (`ID:path`) as a gzip'd tar (`git archive`)."""
+    return git(repo, "archive", "--format=tar.gz", tree, where=where, binary=True)

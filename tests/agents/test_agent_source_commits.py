@@ -414,3 +414,66 @@ def test_compare_of_two_studies_refuses_what_else_differs(tmp_path):
     refused = run_cli(["compare", "v2", "v3-fast"], env)
     assert refused.returncode == 2
     assert "settings_digest" in refused.stderr and "settings.argv" in refused.stderr
+
+
+def test_a_study_inside_the_agents_repository(tmp_path):
+    """The README's layout: manifest, fixtures and agent in one repository. The whole tree
+    would show the agent the fixture's hidden tests, so it is refused; the agent's folder at
+    the commit is the source, and the lock written beside the manifest leaves it clean."""
+    repo = tmp_path / "repo"
+    commits = agent_repo(repo / "agent")  # a repository of its own: folded into `repo` below
+    subprocess.run(["rm", "-rf", str(repo / "agent" / ".git")], check=True)
+    git(repo, "init", "-q")
+    copy_fixture("py-slugify-bugfix", repo / "fixtures")
+    manifest = repo / "study.toml"
+    whole = f'''
+id = "inside"
+fixtures = ["fixtures/"]
+[[conditions]]
+name = "v1"
+agent = "command"
+source = {{ repo = ".", commit = "v1" }}
+settings = {{ argv = {json.dumps(ARGV)} }}
+'''
+    manifest.write_text(whole)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "study")
+    git(repo, "tag", "v1")
+    refused = run_cli(["study", "freeze", str(manifest)])
+    assert refused.returncode == 2
+    assert "holds a fixture (fixtures/py-slugify-bugfix/)" in refused.stderr, refused.stderr
+    manifest.write_text(whole.replace('commit = "v1" }', 'commit = "v1", path = "agent" }'))
+    git(repo, "commit", "-q", "-am", "the agent's folder only")
+    git(repo, "tag", "-f", "v1")
+    done = run_cli(["study", "freeze", str(manifest)])
+    assert done.returncode == 0, done.stderr
+    lock = json.loads((repo / "study.lock.json").read_text())
+    assert lock["agent_sources"]["v1"]["path"] == "agent"
+    assert lock["agent_sources"]["v1"]["digest"] == tree_digest(repo / "agent")
+    assert lock["agent_source_states"]["v1"]["dirty"] == []
+    assert commits  # the agent folder's own history is gone; its files are what counts
+    again = run_cli(["study", "validate", str(manifest)])
+    assert again.returncode == 0 and "(frozen)" in again.stdout, again.stderr
+
+
+@pytest.mark.parametrize("condition, field, words", [
+    ('source = { path = "agent" }\ncommit = "v2"\nsettings = { argv = ["true"] }',
+     "conditions.0.commit", "takes its commit from the source"),
+    ('settings = { argv = ["python3", "{agent_dir}/fixer.py"] }',
+     "conditions.0.settings", "{agent_dir} names the condition's agent source"),
+    ('source = { commit = "v2" }\nsettings = { argv = ["true"] }',
+     "conditions.0.source", "repo = "),
+    ('source = { path = "nowhere" }\nsettings = { argv = ["true"] }',
+     "conditions.0.source.path", "is not a folder"),
+    ('source = { repo = "agent", commit = "v9" }\nsettings = { argv = ["true"] }',
+     "conditions.0.source.commit", "commit 'v9' is not in the repository"),
+])
+def test_a_bad_source_is_one_line_naming_the_field(repo_study, condition, field, words):
+    tmp, _, fixture = repo_study
+    manifest = tmp / "bad.toml"
+    manifest.write_text(f'id = "bad"\nfixtures = ["{fixture.as_posix()}"]\n'
+                        f'[[conditions]]\nname = "c"\nagent = "command"\n{condition}\n')
+    proc = run_cli(["study", "validate", str(manifest)])
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"field '{field}'" in proc.stderr and words in proc.stderr, proc.stderr
