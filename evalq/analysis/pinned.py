@@ -70,14 +70,17 @@ def settings_of(study: StudyRow, condition: str, runs: list[Run]) -> Optional[di
 def agent_source_pin(study: StudyRow, condition: str) -> Optional[dict[str, Any]]:
     """{digest, commit, name, dirty} of the condition's frozen agent source, from the lock;
     None when it names none. `commit` is the id the source resolved to (a folder's: the
-    checked-out commit of its repository, None outside one); `name` what the manifest said."""
+    checked-out commit of its repository, None outside one); `name` what the manifest said;
+    `dirty` whether a folder was frozen with uncommitted changes (so differs from `commit`;
+    a commit is exported as committed, whatever its work tree held)."""
     lock = study.lock or {}
     entry = (lock.get("agent_sources") or {}).get(condition)
     if not entry:
         return None
     state = (lock.get("agent_source_states") or {}).get(condition) or {}
+    folder = not entry.get("commit")
     return {"digest": entry.get("digest"), "commit": entry.get("commit") or state.get("head"),
-            "name": entry.get("name"), "dirty": bool(state.get("dirty"))}
+            "name": entry.get("name"), "dirty": folder and bool(state.get("dirty"))}
 
 
 def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str, Any]:
