@@ -332,6 +332,10 @@ settings = {{ argv = {json.dumps(ARGV)} }}
     for name in ("fixer.py", "patches.py"):
         (exported / name).write_bytes((tmp / "agent" / name).read_bytes())
     assert lock["agent_sources"]["here"] == {"digest": tree_digest(exported)}
+    (tmp / "agent" / "fixer.py").write_text(BAD)  # changed after freezing
+    changed = run_cli(["study", "validate", str(manifest)])
+    assert changed.returncode == 2
+    assert "frozen inputs changed" in changed.stderr and "agent_sources.here" in changed.stderr
 
 
 def test_a_moved_tag_is_caught_by_the_lock_check(repo_study):
