@@ -50,7 +50,9 @@ def checked_source(store, entry: dict, digest: str, cache_dir: Path) -> Path:
         if dropped or not _intact(staging, digest):
             raise InfrastructureError(f"agent source {entry['ref']} does not unpack to {digest}")
         _readable(staging)
-        if target.exists():  # damaged: set aside, then removed (a run may still read it)
+        if target.exists() and _intact(target, digest):  # another run's copy, made meanwhile
+            return target
+        if target.exists():  # damaged: set aside, then removed
             aside = cache_dir / f".damaged-{uuid.uuid4().hex[:8]}"
             os.replace(target, aside)
             shutil.rmtree(aside, ignore_errors=True)
