@@ -26,7 +26,9 @@ def _study_and_condition(value: str, field: str) -> str:
 def compare(baseline: str, candidate: str, out: str | None) -> None:
     """Compare two studies (STUDY or STUDY:CONDITION each), e.g. two commits.
 
-    Refuses, naming the differing field, when their pinned inputs differ.
+    Refuses, naming the differing field, when their pinned inputs differ. Conditions with an
+    agent `source` may differ in it (its commit and digest are printed): that is the
+    comparison; everything else must be equal.
     """
     from evalq.analysis.condition_metrics import label
     from evalq.analysis.studies import compare_studies

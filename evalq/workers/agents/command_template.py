@@ -42,7 +42,8 @@ def _in_source(ctx: AgentContext) -> bool:
 class CommandTemplate(AgentAdapter):
     name = "command"
     executable = None
-    description = "a command line of your own: argv with {prompt}, {workspace}, {model}, …"
+    description = ("a command line of your own: argv with {prompt}, {workspace}, {model}, "
+                   "{agent_dir} (the condition's source, read-only), …")
 
     @classmethod
     def validate_settings(cls, settings: dict[str, Any]):
