@@ -70,6 +70,10 @@ sys.dont_write_bytecode = True
 from patches import apply_fix
 
 here = os.path.dirname(os.path.abspath(__file__))
+MARK = "changed-by-" + "a-run"  # spelled so that this file does not hold it until appended
+with open(os.path.join(here, "fixer.py")) as handle:
+    found = {"planted": os.path.exists(os.path.join(here, "planted.txt")),
+             "appended": MARK in handle.read()}
 tried = {}
 
 
@@ -83,7 +87,7 @@ def attempt(name, action):
 
 def append():
     with open(os.path.join(here, "fixer.py"), "a") as handle:
-        handle.write("# changed by a run\\n")
+        handle.write(f"# {MARK}\\n")
 
 
 def plant():
@@ -97,7 +101,7 @@ attempt("chmod_own_script", lambda: os.chmod(os.path.join(here, "fixer.py"), 0o7
 attempt("remove_sibling", lambda: os.unlink(os.path.join(here, "patches.py")))
 attempt("make_a_folder", lambda: os.mkdir(os.path.join(here, "new")))
 apply_fix(os.getcwd())
-print(json.dumps({"type": "hostile-source", "here": here, "tried": tried}))
+print(json.dumps({"type": "hostile-source", "here": here, "found": found, "tried": tried}))
 '''
 
 
@@ -169,7 +173,8 @@ def compared(request, tmp_path_factory):
     fixture = copy_fixture("py-slugify-bugfix", tmp / "fixtures")
     manifest = write_study(tmp, fixture, f"commits-{backend}")
     home = tmp / "home"
-    report = run_study(manifest, home, {"EVALQ_AGENT_SANDBOX": backend})
+    # one trial at a time: the control's second hostile run starts after its first has ended
+    report = run_study(manifest, home, {"EVALQ_AGENT_SANDBOX": backend}, ["--concurrency", "1"])
     lock = json.loads(manifest.with_name(manifest.stem + ".lock.json").read_text())
     return {"backend": backend, "home": home, "report": report, "lock": lock,
             "commits": commits, "manifest": manifest, "study": f"commits-{backend}",
@@ -247,6 +252,8 @@ def test_a_hostile_agent_cannot_change_its_own_source(compared):
     cache = compared["home"] / "cache" / "agent-sources"
     digest = compared["lock"]["agent_sources"]["hostile"]["digest"]
     copy = cache / digest.replace(":", "-")
+    # no run found what an earlier one tried to leave: each gets the locked tree
+    assert not any(run["found"][k] for run in said for k in ("planted", "appended")), said
     if compared["backend"] == "none":  # the control: unsealed, its writes land
         assert all(v == "ok" for s in said for v in s["tried"].values()), said
         return
