@@ -303,11 +303,15 @@ def test_a_dirty_repository_is_refused_unless_allowed(repo_study):
     assert "conditions.0.source" in line and "uncommitted changes (patches.py)" in line
     assert "--allow-dirty" in line
     assert not manifest.with_name("dirty.lock.json").exists()
-    run_refused = run_cli(["run", str(manifest)], {"EVALQ_HOME": str(tmp / "home")})
+    home = {"EVALQ_HOME": str(tmp / "home")}
+    run_refused = run_cli(["run", str(manifest)], home)
     assert run_refused.returncode == 2 and "--allow-dirty" in run_refused.stderr
-    allowed = run_cli(["study", "freeze", str(manifest), "--allow-dirty"])
+    allowed = run_cli(["run", str(manifest), "--allow-dirty", "--limit", "1"], home)
     assert allowed.returncode == 0, allowed.stderr
-    assert f"commit {commits['good']} (good)" in allowed.stdout
+    frozen = run_cli(["study", "freeze", str(manifest)])  # already frozen: says what it holds
+    assert frozen.returncode == 0, frozen.stderr
+    assert f"agent source of good: commit {commits['good']} (good)" in frozen.stdout
+    assert "1 uncommitted change(s)" in frozen.stdout
     lock = json.loads(manifest.with_name("dirty.lock.json").read_text())
     assert lock["allow_dirty"] is True
     assert lock["agent_source_states"]["good"]["dirty"] == ["patches.py"]
