@@ -136,8 +136,8 @@ def export_source(spec: SourceSpec, into: Path) -> Exported:
         top = git.top_level(spec.folder)
         names = git.listed_files(spec.folder, spec.field) if top else \
             _folder_files(spec.folder)
-        ours = _study_files(spec, spec.folder.resolve())  # the study's manifest and lock
-        for name in (n for n in names if n not in ours):
+        foreign = _not_the_agents(spec, spec.folder)
+        for name in (n for n in names if not foreign(n)):
             src = spec.folder / name
             if src.is_symlink() or src.exists():  # a tracked file deleted in the work tree: gone
                 _copy_file(spec, src, into / name)
@@ -187,24 +187,28 @@ def lock_entries(sources: dict[str, SourceSpec]) -> dict[str, dict]:
     return entries
 
 
-def _study_files(spec: SourceSpec, top: Path) -> set[str]:
-    """The manifest and its lock, relative to `top`: a study's own files are not the agent's."""
+def _not_the_agents(spec: SourceSpec, top: Path):
+    """Whether a path relative to `top` is the study's, not the agent's: its manifest, its
+    lock, or anything in EVALQ_HOME (by default ./.evalq, often inside the repository)."""
+    from evalq.config import load_settings
     from evalq.study.manifest import lock_path_for
 
-    files = set()
-    for path in (spec.manifest, lock_path_for(spec.manifest)):
-        try:
-            files.add(str(Path(path).resolve().relative_to(top)))
-        except ValueError:
-            pass
-    return files
+    top = top.resolve()
+    files = {Path(p).resolve() for p in (spec.manifest, lock_path_for(spec.manifest))}
+    home = Path(load_settings().home).resolve()
+
+    def foreign(rel: str) -> bool:
+        path = top / rel
+        return path in files or path == home or home in path.parents
+
+    return foreign
 
 
 def checkout_states(sources: dict[str, SourceSpec]) -> dict[str, dict]:
     """For the lock (outside its digest): condition -> {head, dirty}. `head` is the checked-out
     commit of a folder's repository (None outside one); `dirty` the uncommitted changes that
     concern the source: a commit's repository's changed tracked files, a folder's changed
-    and untracked files (the study's own manifest and lock are not counted)."""
+    and untracked files (the study's own manifest, lock and EVALQ_HOME are not counted)."""
     states: dict[str, dict] = {}
     for condition, spec in sorted(sources.items()):
         top = spec.folder if spec.is_commit else git.top_level(spec.folder)
@@ -213,8 +217,8 @@ def checkout_states(sources: dict[str, SourceSpec]) -> dict[str, dict]:
             continue
         changed = git.changed_files(top, None if spec.is_commit else spec.folder,
                                     untracked=not spec.is_commit, where=spec.field)
-        ours = _study_files(spec, top)
-        state = {"dirty": sorted(p for p in changed if p not in ours)}
+        foreign = _not_the_agents(spec, top)
+        state = {"dirty": sorted(p for p in changed if not foreign(p))}
         if not spec.is_commit:
             state["head"] = git.head(top)
         states[condition] = state

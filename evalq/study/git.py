@@ -68,9 +68,10 @@ def head(repo: Path) -> Optional[str]:
 def changed_files(repo: Path, pathspec: Optional[Path] = None, untracked: bool = False,
                   where: str = "") -> list[str]:
     """Paths (relative to the work tree's top) with uncommitted changes, staged or not;
-    with `untracked`, also files git does not track and does not ignore."""
+    with `untracked`, also files git does not track and does not ignore (a folder of them
+    as `folder/`)."""
     args = ["status", "--porcelain=v1", "-z",
-            f"--untracked-files={'all' if untracked else 'no'}"]
+            f"--untracked-files={'normal' if untracked else 'no'}"]
     if pathspec is not None:
         args += ["--", str(pathspec)]
     out = git(repo, *args, where=where)

@@ -492,3 +492,34 @@ def test_a_bad_source_is_one_line_naming_the_field(repo_study, condition, field,
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"field '{field}'" in proc.stderr and words in proc.stderr, proc.stderr
+
+
+def test_the_studys_own_files_are_not_the_agents(repo_study):
+    """A folder source holding the manifest, its lock and EVALQ_HOME: none of them is copied
+    or makes the repository dirty, so freezing and checking again agree."""
+    tmp, _, fixture = repo_study
+    agent = tmp / "agent"
+    home = agent / ".evalq"
+    (home / "artifacts").mkdir(parents=True)
+    (home / "artifacts" / "blob").write_text("a stored artifact")
+    manifest = agent / "study.toml"
+    manifest.write_text(f'''
+id = "here"
+fixtures = ["{fixture.as_posix()}"]
+[[conditions]]
+name = "here"
+agent = "command"
+source = {{ path = "." }}
+settings = {{ argv = {json.dumps(ARGV)} }}
+''')
+    env = {"EVALQ_HOME": str(home)}
+    done = run_cli(["study", "freeze", str(manifest)], env)
+    assert done.returncode == 0, done.stderr
+    lock = json.loads((agent / "study.lock.json").read_text())
+    exported = tmp / "exported"
+    exported.mkdir()
+    for name in ("fixer.py", "patches.py"):
+        (exported / name).write_bytes((agent / name).read_bytes())
+    assert lock["agent_sources"]["here"] == {"digest": tree_digest(exported)}
+    again = run_cli(["study", "validate", str(manifest)], env)
+    assert again.returncode == 0 and "(frozen)" in again.stdout, again.stderr
