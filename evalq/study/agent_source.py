@@ -24,6 +24,7 @@ from evalq.errors import UserError
 from evalq.fixtures.archive import pack_workspace, unpack_workspace
 from evalq.models import AgentSource
 from evalq.study import git
+from evalq.study.paths import lock_path_for
 
 #: left out of a folder outside any git repository (inside one, git's ignore rules decide)
 SKIPPED = {".git", "__pycache__"}
@@ -191,7 +192,6 @@ def _not_the_agents(spec: SourceSpec, top: Path):
     """Whether a path relative to `top` is the study's, not the agent's: its manifest, its
     lock, or anything in EVALQ_HOME (by default ./.evalq, often inside the repository)."""
     from evalq.config import load_settings
-    from evalq.study.manifest import lock_path_for
 
     top = top.resolve()
     files = {Path(p).resolve() for p in (spec.manifest, lock_path_for(spec.manifest))}

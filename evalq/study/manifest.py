@@ -12,12 +12,12 @@ from evalq.errors import UserError
 from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
 from evalq.study.agent_source import resolve_source
+from evalq.study.paths import lock_path_for
 from evalq.study.skills import resolve_skill
 from evalq.study.tracks import check_tracks
 from evalq.workers.agents.registry import validate_condition
 from evalq.fileio import load_document, validation_error
 
-LOCK_SUFFIX = ".lock.json"
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,6 @@ class Study:
             if fixture.id == fixture_id:
                 return fixture
         raise KeyError(fixture_id)
-
-
-def lock_path_for(manifest_path: Path) -> Path:
-    return manifest_path.with_name(manifest_path.stem + LOCK_SUFFIX)
 
 
 def _fixture_dirs(entry: str, base: Path, manifest_path: Path, index: int) -> list[Path]:
