@@ -89,13 +89,45 @@ class FixtureSpec(Strict):
 
 
 # ---------------------------------------------------------------- study
+class AgentSource(Strict):
+    """The agent's own code: a folder (`path`), or a commit of a git repository (`repo` and
+    `commit`, with `path` a folder of it, relative to `repo`); relative to the manifest.
+    Frozen into the lock by digest and mounted read-only into every run."""
+
+    path: Optional[str] = Field(None, min_length=1)
+    repo: Optional[str] = Field(None, min_length=1)
+    commit: Optional[str] = Field(None, min_length=1, pattern=r"^[^-\s][^\s]*$")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "AgentSource":
+        if (self.repo is None) != (self.commit is None) or \
+                (self.path is None and self.repo is None):
+            raise ValueError("give path = \"agents/\" (a folder), or repo = \".\" and "
+                             "commit = \"v2\" (a commit of a git repository)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
 class Condition(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     agent: str = "scripted"
     model: Optional[str] = None
     settings: dict[str, Any] = Field(default_factory=dict)
     skill: Optional[str] = None
+    #: a free-text label; a condition with a `source` gets its commit from there instead
     commit: Optional[str] = None
+    source: Optional[AgentSource] = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_source(self, handler):
+        """Left out when unset, so the digests of studies written before it stay the same."""
+        data = handler(self)
+        if data.get("source") is None:
+            data.pop("source", None)
+        return data
 
 
 class Budgets(Strict):

@@ -18,7 +18,7 @@ JUDGE_PACKAGE = ROOT / "graders" / "judge"
 #: modules every part of the trial's path shares; anything else lives in a package
 SHARED_TOP_LEVEL = {"__init__", "__main__", "artifacts", "config", "digest", "errors", "fileio",
                     "gcpause", "models", "plaintext", "pricing", "proc", "safe_read", "treewalk",
-                    "urls"}
+                    "unix_sockets", "urls"}
 
 
 def module_name(path: Path) -> str:

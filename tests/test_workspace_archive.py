@@ -79,6 +79,17 @@ def test_every_kind_is_dropped_and_named_and_packing_is_deterministic(hostile, t
     assert kept == {"src/ok.py", "run.sh"}
 
 
+def test_packing_does_not_depend_on_the_clock(tmp_path, monkeypatch):
+    """The same tree packed in two different seconds is the same archive (and digest)."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(gzip.time, "time", lambda: 1_000_000_000.0)
+    first = pack_workspace(tmp_path / "w")
+    monkeypatch.setattr(gzip.time, "time", lambda: 1_700_000_000.0)
+    assert pack_workspace(tmp_path / "w") == first
+    assert first[4:8] == b"\0\0\0\0", "the gzip header's time is zero"
+
+
 def test_the_list_of_drops_is_capped_with_counts_by_kind(tmp_path):
     root = tmp_path / "ws"
     root.mkdir()

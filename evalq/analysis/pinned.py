@@ -1,8 +1,10 @@
 """Pinned inputs of one side of a paired comparison, and which of them differ (SPEC A4).
 
-A side is a condition of a study. Its commit (and, between conditions of one study, its
-settings) is the thing under comparison, so it is recorded but not required to match;
-every other pinned value must be equal or the pair is incompatible.
+A side is a condition of a study. Its commit and agent source (and, between conditions of
+one study outside commit-comparison mode, its settings) are the thing under comparison, so
+they are recorded but not required to match; every other pinned value must be equal or the
+pair is incompatible. A condition with an agent source is pinned by the lock: the digest of
+its code and the commit id its source resolved to, not a label.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from evalq.analysis.runs import IMPORTED, Run
 #: Runner-environment keys that must match; host names and agent version maps may vary.
 ENV_KEYS = ("os", "machine", "python", "evalq")
 #: Recorded for every side, compared for none: the intervention itself.
-INTERVENTION = ("commit",)
+INTERVENTION = ("commit", "agent_source")
+#: condition fields that are the intervention, so outside the settings digest
+NOT_SETTINGS = ("name", "commit", "source")
 
 
 def _condition(study: StudyRow, name: str) -> dict[str, Any]:
@@ -60,7 +64,23 @@ def settings_of(study: StudyRow, condition: str, runs: list[Run]) -> Optional[di
         if len(envs) != 1:
             return None
         return {k: v for k, v in envs[0].items() if k not in ("repo_sha", "model_id")}
-    return {k: v for k, v in _condition(study, condition).items() if k not in ("name", "commit")}
+    return {k: v for k, v in _condition(study, condition).items() if k not in NOT_SETTINGS}
+
+
+def agent_source_pin(study: StudyRow, condition: str) -> Optional[dict[str, Any]]:
+    """{digest, commit, name, dirty} of the condition's frozen agent source, from the lock;
+    None when it names none. `commit` is the id the source resolved to (a folder's: the
+    checked-out commit of its repository, None outside one); `name` what the manifest said;
+    `dirty` whether a folder was frozen with uncommitted changes (so differs from `commit`;
+    a commit is exported as committed, whatever its work tree held)."""
+    lock = study.lock or {}
+    entry = (lock.get("agent_sources") or {}).get(condition)
+    if not entry:
+        return None
+    state = (lock.get("agent_source_states") or {}).get(condition) or {}
+    folder = not entry.get("commit")
+    return {"digest": entry.get("digest"), "commit": entry.get("commit") or state.get("head"),
+            "name": entry.get("name"), "dirty": folder and bool(state.get("dirty"))}
 
 
 def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str, Any]:
@@ -89,8 +109,9 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
                         for a in r.view.attempts if a.grade)
     envs = _distinct({k: (a.worker_env or {}).get(k) for k in ENV_KEYS}
                      for r in runs for a in r.view.attempts if a.worker_env)
-    return {
-        "commit": cond.get("commit"),
+    source = agent_source_pin(study, condition)
+    pinned = {
+        "commit": source["commit"] if source else cond.get("commit"),
         "suite_id": lock.get("suite_id") or study.manifest.get("suite") or
         ",".join(sorted((lock.get("fixtures") or {}).keys())) or None,
         "suite_digest": lock.get("suite_digest"),
@@ -101,6 +122,9 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
         "runner_environment": envs[0] if len(envs) == 1 else (envs or None),
         "environments_seen": len(envs),
     }
+    if source is not None:  # only then: reports of studies without sources stay as they were
+        pinned["agent_source"] = source
+    return pinned
 
 
 def _digest(settings: Optional[dict[str, Any]]) -> Optional[str]:

@@ -51,8 +51,13 @@ def compare_studies(engine, baseline: str, candidate: str, *,
                 part += f" (differing settings: {describe_differences(rows) or 'unavailable'})"
             parts.append(part)
         detail = "; ".join(parts)
+        fix = "re-run both sides with the same pinned inputs"
+        if "settings_digest" in fields:  # often two versions of an agent told apart by argv
+            fix += ("; to compare two versions of an agent's code, give each condition a "
+                    "`source` (a folder or a commit) and the same settings, with {agent_dir} "
+                    "in argv")
         raise UserError(f"not a comparison: pinned inputs differ ({detail})", field=fields[0],
-                        fix="re-run both sides with the same pinned inputs")
+                        fix=fix)
     k = min(int(b_study.manifest.get("repetitions") or 1),
             int(c_study.manifest.get("repetitions") or 1))
     tests = COMMIT_COMPARISON not in (b_study.mode, c_study.mode)

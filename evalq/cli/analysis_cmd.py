@@ -26,7 +26,9 @@ def _study_and_condition(value: str, field: str) -> str:
 def compare(baseline: str, candidate: str, out: str | None) -> None:
     """Compare two studies (STUDY or STUDY:CONDITION each), e.g. two commits.
 
-    Refuses, naming the differing field, when their pinned inputs differ.
+    Refuses, naming the differing field, when their pinned inputs differ. Conditions with an
+    agent `source` may differ in it (its commit and digest are printed): that is the
+    comparison; everything else must be equal.
     """
     from evalq.analysis.condition_metrics import label
     from evalq.analysis.studies import compare_studies
@@ -39,6 +41,8 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
         write_text_atomic(Path(out), json.dumps(result, indent=2) + "\n")
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
+    for role, name in (("baseline", baseline), ("candidate", candidate)):
+        click.echo(f"  {role:9} {name}: {describe_side(comp['pinned'][role])}")
     for metric, m in comp["metrics"].items():
         line = (f"  {label(metric, m.get('k')):8} delta "
                 f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"
@@ -48,6 +52,17 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
         click.echo(line)
     if out:
         click.echo(f"comparison: {out}")
+
+
+def describe_side(pinned: dict) -> str:
+    """A compared side's agent code: its commit, and its source digest when it has one."""
+    source = pinned.get("agent_source")
+    commit = pinned.get("commit") or "unavailable"
+    if not source:
+        return f"commit {commit}"
+    named = f" ({source['name']})" if source.get("name") else ""
+    dirty = ", with uncommitted changes" if source.get("dirty") else ""
+    return f"commit {commit}{named}, agent source {source.get('digest')}{dirty}"
 
 
 @click.command(name="import")

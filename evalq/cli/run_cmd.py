@@ -46,8 +46,11 @@ def echo_reports(paths: dict[str, Path]) -> None:
                    "<id>.smokeN (its own status and report; the full study is untouched).")
 @click.option("--dry-run", is_flag=True,
               help="Print the run order and the forecast; enqueue nothing, write nothing.")
+@click.option("--allow-dirty", is_flag=True,
+              help="Freeze agent sources whose repository has uncommitted changes (the lock "
+                   "records it).")
 def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
-        limit: int | None, dry_run: bool) -> None:
+        limit: int | None, dry_run: bool, allow_dirty: bool) -> None:
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
@@ -74,7 +77,7 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
                      confirm=(lambda q: click.confirm(q, err=True)) if sys.stdin.isatty() else None)
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
-    prepared = prepare_study(study, settings, limit)
+    prepared = prepare_study(study, settings, limit, allow_dirty=allow_dirty)
     waited = _launch_and_wait(app, prepared, settings, resume, concurrency, wait)
     if waited is None:
         return

@@ -12,6 +12,7 @@ import ast
 import copy
 import random
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,12 +53,19 @@ class Canaries:
                    for homes in self.homes.values() for home in homes)
 
 
+#: CPython 3.11's ast module is not safe to use from several threads at once (its node
+#: constructors keep a recursion count per interpreter: "AST constructor recursion depth
+#: mismatch"), and `evalq fixtures check` grades in a thread pool; planting takes milliseconds
+_AST_LOCK = threading.Lock()
+
+
 def plant(hidden_root: Path, rng: random.Random, count: int = 2) -> Canaries:
     """Add `count` canaries to the Python or Node test files under hidden_root."""
     py = sorted(p for p in hidden_root.rglob("test_*.py") if p.is_file())
     py += sorted(p for p in hidden_root.rglob("*_test.py") if p.is_file() and p not in py)
     if py:
-        return _plant_pytest(py, hidden_root, rng, count)
+        with _AST_LOCK:
+            return _plant_pytest(py, hidden_root, rng, count)
     js = sorted(p for p in hidden_root.rglob("*.test.js") if p.is_file())
     if js:
         return _plant_node(js, hidden_root, rng, count)

@@ -12,6 +12,8 @@ import socket
 import threading
 from pathlib import Path
 
+from evalq.unix_sockets import bound_unix_socket
+
 SOCKET_NAME = "channel.sock"
 ACCEPT_SECONDS = 60.0
 #: how often a wait for a connection looks whether its side has ended meanwhile
@@ -23,8 +25,7 @@ class Relay:
         self.listeners = []
         for folder in (judge_dir, subject_dir):
             folder.mkdir(mode=0o755)
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(str(folder / SOCKET_NAME))
+            listener = bound_unix_socket(folder / SOCKET_NAME)
             os.chmod(folder / SOCKET_NAME, 0o777)  # the sandbox users connect to it
             listener.listen(1)
             listener.settimeout(POLL_SECONDS)

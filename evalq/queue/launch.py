@@ -25,6 +25,7 @@ from evalq.fixtures.cache import publish_fixture
 from evalq.gcpause import cyclic_gc_paused
 from evalq.queue.messages import message_for, shown_as, trial_label
 from evalq.queue.publish import batch_sender
+from evalq.study.agent_source import publish_sources
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
 from evalq.study.budgets import longest_trial_seconds, task_limits
@@ -80,16 +81,19 @@ class Prepared:
     trials: list[dict]  # TrialRow's columns, in planned order
 
 
-def prepare_study(study: Study, settings: Settings, limit: int | None = None) -> Prepared:
-    """Freeze (or check the lock), publish fixtures and skills, and plan the trials.
+def prepare_study(study: Study, settings: Settings, limit: int | None = None,
+                  allow_dirty: bool = False) -> Prepared:
+    """Freeze (or check the lock), publish fixtures, skills and agent sources, and plan the
+    trials.
 
     With `limit`, the study is the smoke run (smoke_study) and its lock records what it is a
-    subset of, so no report or status mistakes it for the full study.
+    subset of, so no report or status mistakes it for the full study. `allow_dirty`: freeze
+    agent sources with uncommitted changes (only when the study is not frozen yet).
     """
     from evalq.workers.sandbox import get_agent_sandbox
 
     get_agent_sandbox(settings.agent_sandbox)  # a bad EVALQ_AGENT_SANDBOX fails here, clearly
-    lock = verify_lock(study) or freeze(study)
+    lock = verify_lock(study) or freeze(study, allow_dirty=allow_dirty)
     if limit is not None:
         full_id = study.id
         study = smoke_study(study, limit)
@@ -100,6 +104,9 @@ def prepare_study(study: Study, settings: Settings, limit: int | None = None) ->
     refs = {f.id: publish_fixture(store, f) for f in study.fixtures}
     if study.skills:  # workers install skills from the store, checked against the lock
         lock = dict(lock, published_skills=publish_skills(store, study.skills))
+    if study.sources:  # and mount agent sources from it, checked the same way
+        lock = dict(lock, published_agent_sources=publish_sources(
+            store, study.sources, lock.get("agent_sources") or {}))
     # outside lock_digest, like published_skills: where agents ran is a worker setting
     lock = dict(lock, agent_sandbox=settings.agent_sandbox,
                 sealed=settings.agent_sandbox != "none")

@@ -91,8 +91,11 @@ def _pairs(study, runs: list[Run], names: list[str],
 
 
 def _within_ignore(study, baseline: str, candidate: str) -> tuple[str, ...]:
-    """What two conditions of one study may differ in: commit, settings, an explicit model."""
+    """What two conditions of one study may differ in: commit, settings, an explicit model;
+    in commit-comparison mode with agent sources, the agent source alone."""
     conds = {c["name"]: c for c in study.manifest.get("conditions", [])}
+    if study.mode == COMMIT_COMPARISON and (study.lock or {}).get("agent_sources"):
+        return INTERVENTION
     ignore = INTERVENTION + ("settings_digest",)
     a, b = conds.get(baseline, {}), conds.get(candidate, {})
     if a.get("model") and b.get("model") and a["model"] != b["model"]:

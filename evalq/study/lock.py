@@ -9,6 +9,7 @@ from evalq import __version__
 from evalq.digest import data_digest
 from evalq.errors import UserError
 from evalq.fileio import read_json_object, write_json_atomic
+from evalq.study.agent_source import checkout_states, lock_entries, refuse_dirty
 from evalq.study.manifest import Study
 from evalq.study.skills import skill_digests
 
@@ -26,16 +27,22 @@ def build_lock(study: Study) -> dict:
     }
     if study.skills:
         body["skills"] = skill_digests(study.skills)
+    if study.sources:  # digest and resolved commit id of each condition's agent source
+        body["agent_sources"] = lock_entries(study.sources)
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
     return lock
 
 
-def freeze(study: Study, force: bool = False) -> dict:
+def freeze(study: Study, force: bool = False, allow_dirty: bool = False) -> dict:
     """Write the lock next to the manifest. A lock that disagrees is only replaced with force.
 
     A forced re-freeze keeps the old lock's planning section (it lies outside lock_digest): the
     usual path is plan, adopt the chosen design in the manifest, re-freeze, and the
     pre-registration record must survive that step.
+
+    An agent source with uncommitted changes is refused unless `allow_dirty`; the lock
+    records each source's checkout state and the flag, outside lock_digest (the digests pin
+    the code itself).
     """
     lock = build_lock(study)
     target = study.lock_path
@@ -53,6 +60,13 @@ def freeze(study: Study, force: bool = False) -> dict:
         return existing
     if existing and "planning" in existing:
         lock["planning"] = existing["planning"]
+    if study.sources:
+        states = checkout_states(study.sources)
+        if not allow_dirty:
+            refuse_dirty(study.sources, states)
+        lock["agent_source_states"] = states
+        if allow_dirty:
+            lock["allow_dirty"] = True
     write_json_atomic(target, lock, sort_keys=True)
     return lock
 
@@ -76,5 +90,22 @@ def verify_lock(study: Study) -> dict | None:
     old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]
     changed += [f"fixtures.{k}" for k in sorted(set(old_fx) | set(new_fx))
                 if old_fx.get(k, {}).get("digest") != new_fx.get(k, {}).get("digest")]
+    changed += _changed_sources(existing.get("agent_sources") or {},
+                                current.get("agent_sources") or {})
     raise UserError(f"frozen inputs changed since the study was frozen: {', '.join(changed)}",
                     file=target, fix="restore them, or freeze a new study with a new id")
+
+
+def _changed_sources(old: dict, new: dict) -> list[str]:
+    """`agent_sources.<condition>`, with the commit a name moved between, for those that differ."""
+    changed = []
+    for name in sorted(set(old) | set(new)):
+        before, now = old.get(name) or {}, new.get(name) or {}
+        if before == now:
+            continue
+        if before.get("commit") and now.get("commit") and before["commit"] != now["commit"]:
+            changed.append(f"agent_sources.{name} ('{now.get('name')}' is now commit "
+                           f"{now['commit'][:12]}, frozen as {before['commit'][:12]})")
+        else:
+            changed.append(f"agent_sources.{name}")
+    return changed

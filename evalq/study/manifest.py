@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,12 +11,13 @@ from pydantic import ValidationError
 from evalq.errors import UserError
 from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
+from evalq.study.agent_source import resolve_source
+from evalq.study.paths import lock_path_for
 from evalq.study.skills import resolve_skill
 from evalq.study.tracks import check_tracks
 from evalq.workers.agents.registry import validate_condition
 from evalq.fileio import load_document, validation_error
 
-LOCK_SUFFIX = ".lock.json"
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Study:
     manifest: StudyManifest
     fixtures: tuple[Fixture, ...]
     skills: dict = field(default_factory=dict)  # condition name -> skill directory
+    sources: dict = field(default_factory=dict)  # condition name -> its agent source (SourceSpec)
 
     @property
     def id(self) -> str:
@@ -38,10 +41,6 @@ class Study:
             if fixture.id == fixture_id:
                 return fixture
         raise KeyError(fixture_id)
-
-
-def lock_path_for(manifest_path: Path) -> Path:
-    return manifest_path.with_name(manifest_path.stem + LOCK_SUFFIX)
 
 
 def _fixture_dirs(entry: str, base: Path, manifest_path: Path, index: int) -> list[Path]:
@@ -74,6 +73,49 @@ def _check_references(manifest: StudyManifest, path: Path) -> None:
         if problem:
             field, message, fix = problem
             raise UserError(message, file=path, field=f"conditions.{i}.{field}", fix=fix)
+        _check_source_fields(condition, i, path)
+    if manifest.mode == "commit-comparison":
+        _check_only_sources_differ(manifest, path)
+
+
+#: what conditions of a commit-comparison study may differ in: the agent's source itself
+INTERVENTION_FIELDS = {"name", "commit", "source"}
+
+
+def _check_source_fields(condition, index: int, path: Path) -> None:
+    """{agent_dir} needs a source; a source's commit is not also written as a free label."""
+    if condition.source is not None and condition.commit is not None:
+        raise UserError("a condition with a source takes its commit from the source",
+                        file=path, field=f"conditions.{index}.commit",
+                        fix="remove `commit` (the lock records the commit id the source "
+                            "resolves to)")
+    if condition.source is None and "{agent_dir}" in json.dumps(condition.settings):
+        raise UserError("{agent_dir} names the condition's agent source, and it has none",
+                        file=path, field=f"conditions.{index}.settings",
+                        fix='add source = { path = "agents/" } or source = { repo = ".", '
+                            'commit = "v2" } to the condition')
+
+
+def _check_only_sources_differ(manifest: StudyManifest, path: Path) -> None:
+    """A commit comparison compares the agent's code: with sources, nothing else may differ."""
+    conditions = manifest.conditions
+    if not any(c.source is not None for c in conditions):
+        return  # commits named by label only (older studies): nothing to check against
+    first = conditions[0]
+    for i, other in enumerate(conditions):
+        if other.source is None:
+            raise UserError("in a commit comparison every condition names its agent source",
+                            file=path, field=f"conditions.{i}.source",
+                            fix='add source = { repo = ".", commit = "..." }')
+        a = first.model_dump(mode="json", exclude=INTERVENTION_FIELDS)
+        b = other.model_dump(mode="json", exclude=INTERVENTION_FIELDS)
+        differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        if differing:
+            raise UserError(f"in a commit comparison conditions differ only in their source; "
+                            f"'{other.name}' also differs from '{first.name}' in "
+                            f"{', '.join(differing)}", file=path,
+                            field=f"conditions.{i}.{differing[0]}",
+                            fix=f"give it the same {differing[0]}, or use mode = \"controlled\"")
 
 
 def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
@@ -99,4 +141,7 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
     check_tracks(manifest, fixtures, path)
     skills = {c.name: resolve_skill(c.skill, path, i)
               for i, c in enumerate(manifest.conditions) if c.skill}
-    return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills)
+    sources = {c.name: resolve_source(c.source, path, i, c.name)
+               for i, c in enumerate(manifest.conditions) if c.source is not None}
+    return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills,
+                 sources=sources)

@@ -125,6 +125,21 @@ def _with_installed_skill(store, lock: dict, condition, profile):
     return condition.model_copy(update={"skill": str(path)})
 
 
+def _agent_source(store, lock: dict, condition, settings: Settings):
+    """The condition's agent source on this worker, checked against the lock (or None)."""
+    from evalq.workers.agent_source import checked_source
+
+    if condition.source is None:
+        return None
+    locked = (lock.get("agent_sources") or {}).get(condition.name)
+    entry = (lock.get("published_agent_sources") or {}).get(condition.name)
+    if locked is None or entry is None:
+        raise InfrastructureError(f"condition {condition.name} names an agent source the study "
+                                  "did not publish; re-run `evalq run` to register it")
+    return checked_source(store, entry, locked["digest"],
+                          settings.home / "cache" / "agent-sources")
+
+
 def run_trial_message(ref: dict, send: Send, hostname: str = "",
                       settings: Settings | None = None) -> str:
     """Run one attempt; `send(task_name, payload)` hands the next message to the queue."""
@@ -171,13 +186,14 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         record_owner(profile.root)  # a SIGKILLed run's folder is swept once this process is gone
         if condition.skill:
             condition = _with_installed_skill(store, study_row.lock, condition, profile)
+        agent_source = _agent_source(store, study_row.lock, condition, settings)
         materialize(fixture, profile.workspace)
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
                            attempt=ref["attempt"], should_stop=stop,
                            sandbox=settings.agent_sandbox, evalq_home=settings.home,
-                           budgets=manifest.budgets)
+                           budgets=manifest.budgets, agent_source=agent_source)
         result = get_adapter(condition.agent).run(ctx)
         if stop.reason == "study cancelled":
             mark_state(engine, ref["trial_id"], ref["attempt"], state="cancelled",

@@ -56,9 +56,10 @@ wall_seconds = {wall}
     return path
 
 
-def run_study(manifest: Path, home: Path, env: dict | None = None, wrap=None) -> dict:
-    proc = run_cli(["run", str(manifest)], {"EVALQ_HOME": str(home), **(env or {})},
-                   timeout=600, wrap=wrap)
+def run_study(manifest: Path, home: Path, env: dict | None = None,
+              options: list[str] | None = None, wrap=None) -> dict:
+    proc = run_cli(["run", str(manifest), *(options or [])],
+                   {"EVALQ_HOME": str(home), **(env or {})}, timeout=600, wrap=wrap)
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
     line = [l for l in proc.stdout.splitlines() if l.endswith("report.json")][0]
     return json.loads(Path(line.split("report: ", 1)[1]).read_text())

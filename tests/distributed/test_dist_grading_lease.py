@@ -69,9 +69,10 @@ def test_killed_grader_is_regraded_within_two_leases(tmp_path, fixture_copies, p
     procs = Procs(tmp_path)
     try:
         procs.worker("agents", "host-a", "agents", env, concurrency=2)
-        # three slots each: the survivor always has one free for the re-sent grading
-        procs.worker("grader-a", "host-g1", "grading", env, concurrency=3)
-        procs.worker("grader-b", "host-g2", "grading", env, concurrency=3)
+        # six slots each: the survivor always has one free for the re-sent grading, even
+        # while its processes check themselves on a fixture first (graders/selfcheck.py)
+        procs.worker("grader-a", "host-g1", "grading", env, concurrency=6)
+        procs.worker("grader-b", "host-g2", "grading", env, concurrency=6)
         procs.worker("results", "host-r", "results", env)
         run = procs.start("launcher", [*EVALQ, "run", str(study),
                                        *([] if launcher else ["--no-wait"])], env)

@@ -28,7 +28,7 @@ from evalq.workers.wire import record_wire
 from evalq.workers.profile import Profile
 from evalq.workers.redact import Redactor
 from evalq.workers.sandbox import AgentJob, get_agent_sandbox
-from evalq.workers.sandbox.base import agent_limits
+from evalq.workers.sandbox.base import AGENT_DIR, agent_limits
 from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse_exposing
 from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
@@ -60,6 +60,11 @@ class AgentContext:
     #: the study's budgets: memory_mb, pids and cpus size the sandbox (None: its defaults);
     #: max_tokens and max_requests are enforced by the model gateway
     budgets: Optional[Budgets] = None
+    #: the condition's agent source on this worker, digest-checked (None: it names none)
+    agent_source: Optional[Path] = None
+    #: where the agent sees it (set by `run`): AGENT_DIR in a sealed sandbox, read-only;
+    #: the worker's own path with the sandbox `none`
+    agent_dir: Optional[str] = None
 
     @property
     def workspace(self) -> Path:
@@ -236,16 +241,23 @@ class AgentAdapter(ABC):
             env.update(self.environment(ctx))
             # a sealed agent gets a placeholder: the real key stays with the gateway
             env.update({k: PLACEHOLDER_KEY for k in granted} if box.sealed else granted)
+            source = [ctx.agent_source] if ctx.agent_source is not None else []
+            if source:
+                ctx.agent_dir = AGENT_DIR if box.sealed else str(ctx.agent_source)
+                env["EVALQ_AGENT_DIR"] = ctx.agent_dir
             self.prepare(ctx)
             argv = self.command(ctx)
             readonly = self.readonly_paths(ctx) if box.sealed else []
             home = ctx.evalq_home or load_settings().home
-            refuse_exposing(readonly, protected_folders(home), home, self.overlays(ctx))
+            # the source lies in EVALQ_HOME's cache: allowed, as the scripted agent's overlay
+            refuse_exposing([*readonly, *source], protected_folders(home), home,
+                            [*self.overlays(ctx), *source])
             proc = box.run(AgentJob(argv=argv, env=env, workspace=ctx.workspace,
                                     profile_root=ctx.profile.root,
                                     limits=agent_limits(ctx.limits, ctx.budgets,
                                                         OUTPUT_LIMIT),
                                     readonly=readonly, door_socket=socket_path,
+                                    agent_source=ctx.agent_source if box.sealed else None,
                                     stdin=self.stdin(ctx),
                                     should_stop=lambda: bool(door and door.run.exhausted)
                                     or ctx.should_stop(),

@@ -1,7 +1,9 @@
 """Any agent started by a command line: argv with placeholders, usage from a file it writes.
 
 settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model},
-{model_url} (the model endpoint: the sandbox's door when sealed) and {output_dir}. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
+{model_url} (the model endpoint: the sandbox's door when sealed), {output_dir} and {agent_dir}
+(the condition's agent source, read-only; argv[0] may be a program in it). The command runs
+with the workspace as its working directory. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
 cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
 numbers are used; otherwise they are unavailable. {output_dir}/report.txt, if written, is the
 final report. settings.credential_env lists the credential variables to pass on. Its
@@ -23,7 +25,8 @@ from evalq.workers.agents.streams import opt_int
 from evalq.workers.sandbox.paths import install_paths
 from evalq.workers.agents.trajectory import Step, build, encode
 
-PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "model_url", "output_dir")
+PLACEHOLDERS = ("prompt", "prompt_file", "workspace", "model", "model_url", "output_dir",
+                "agent_dir")
 #: the most of the agent's usage.json and report.txt evalq reads (larger ones are ignored)
 MAX_USAGE_BYTES = 1024 * 1024
 MAX_REPORT_BYTES = 16 * 1024 * 1024
@@ -31,10 +34,16 @@ COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tok
           "tool_calls", "tool_failures", "turns")
 
 
+def _in_source(ctx: AgentContext) -> bool:
+    """Whether argv[0] names a program inside the agent source ({agent_dir}/...)."""
+    return "{agent_dir}" in ctx.settings["argv"][0]
+
+
 class CommandTemplate(AgentAdapter):
     name = "command"
     executable = None
-    description = "a command line of your own: argv with {prompt}, {workspace}, {model}, …"
+    description = ("a command line of your own: argv with {prompt}, {workspace}, {model}, "
+                   "{agent_dir} (the condition's source, read-only), …")
 
     @classmethod
     def validate_settings(cls, settings: dict[str, Any]):
@@ -63,8 +72,11 @@ class CommandTemplate(AgentAdapter):
         prompt_file.write_text(ctx.prompt)
         values = {"prompt": ctx.prompt, "prompt_file": str(prompt_file),
                   "workspace": str(ctx.workspace), "model": ctx.model or "",
-                  "model_url": ctx.model_url or "", "output_dir": str(out)}
+                  "model_url": ctx.model_url or "", "output_dir": str(out),
+                  "agent_dir": ctx.agent_dir or ""}
         argv = [item.format(**values) for item in ctx.settings["argv"]]
+        if _in_source(ctx):  # a program of the agent's own source: nothing to look up
+            return argv
         return [self._found(argv[0]), *argv[1:]]
 
     @staticmethod
@@ -77,7 +89,10 @@ class CommandTemplate(AgentAdapter):
         return found
 
     def readonly_paths(self, ctx: AgentContext):
-        """The command's own install (its npm prefix or virtualenv, else the file)."""
+        """The command's own install (its npm prefix or virtualenv, else the file); none for
+        a program in the agent source, which the sandbox mounts by itself."""
+        if _in_source(ctx):
+            return []
         return install_paths(self._found(ctx.settings["argv"][0].format(
             **{k: "" for k in PLACEHOLDERS})))
 

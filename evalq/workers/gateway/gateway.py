@@ -21,6 +21,7 @@ import aiohttp
 from aiohttp import web
 
 from evalq.pricing import PriceTable, load_price_table
+from evalq.unix_sockets import bound_unix_socket
 from evalq.workers.gateway.budgets import RunBudgets
 from evalq.workers.gateway.proxy import handle
 from evalq.workers.gateway.run import GatewayRun
@@ -168,7 +169,7 @@ class Gateway:
             path.unlink()
         server = RunServer(functools.partial(handle, self, run), access_log=None,
                            logger=FewErrors(run.run_id))
-        listener = await self.loop.create_unix_server(server, str(path))
+        listener = await self.loop.create_unix_server(server, sock=bound_unix_socket(path))
         os.chmod(path, mode)
         run.http_server, run.listener = server, listener
 

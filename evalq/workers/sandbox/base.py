@@ -2,7 +2,8 @@
 
 Backends plug in by name (`bwrap`, `docker`, `none`). Inside a sealed sandbox the agent sees
 its workspace and profile (read-write, at their host paths so adapters need no translation),
-the toolchain and the read-only paths its adapter declares, a fresh /tmp and /dev, and a
+the toolchain and the read-only paths its adapter declares, its condition's agent source
+read-only at AGENT_DIR, a fresh /tmp and /dev, and a
 /proc of its own pid namespace; its only network is the door: 127.0.0.1:DOOR_PORT, relayed by
 the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
 """
@@ -29,6 +30,8 @@ RUN_DIR = "/run/evalq"
 LAUNCHER_PATH = f"{RUN_DIR}/launcher.py"
 DOOR_PATH = f"{RUN_DIR}/door.sock"
 STDIN_PATH = f"{RUN_DIR}/stdin"
+#: where a sealed agent sees its condition's agent source, read-only (`{agent_dir}`)
+AGENT_DIR = "/evalq/agent"
 #: the door's port on the sandbox's own loopback (each sandbox has its own network namespace)
 DOOR_PORT = 8976
 LAUNCHER_SOURCE = Path(__file__).with_name("launcher.py")
@@ -55,6 +58,8 @@ class AgentJob:
     profile_root: Path
     limits: SandboxLimits
     readonly: list[Path] = field(default_factory=list)
+    #: the condition's agent source on the worker, mounted read-only at AGENT_DIR
+    agent_source: Optional[Path] = None
     door_socket: Optional[str] = None
     stdin: Optional[bytes] = None
     should_stop: Optional[Callable[[], bool]] = None

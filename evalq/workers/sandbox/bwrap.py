@@ -31,6 +31,7 @@ from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.graders.sandbox.privilege import as_user, can_mount
 from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE
+from evalq.workers.sandbox.base import AGENT_DIR
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
 from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
                                         launcher_argv)
@@ -110,6 +111,8 @@ def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
              if os.path.basename(path) not in GENERATED]
     binds += [("--ro-bind", str(etc_dir() / name), f"/etc/{name}") for name in GENERATED]
     binds += [("--ro-bind", str(path), str(path)) for path in job.readonly]
+    if job.agent_source is not None:
+        binds.append(("--ro-bind", str(job.agent_source), AGENT_DIR))
     binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
         binds.append(("--bind", str(job.workspace), str(job.workspace)))

@@ -17,6 +17,7 @@ from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, container_
                                           locked_down)
 from evalq.proc import ProcResult
 from evalq.config import Settings, load_settings
+from evalq.workers.sandbox.base import AGENT_DIR
 from evalq.workers.sandbox.base import (DOOR_PATH, ETC_FILES, LAUNCHER_PATH, LAUNCHER_SOURCE,
                                         STDIN_PATH, AgentJob, AgentSandbox, etc_dir,
                                         give_to_agent, launcher_argv, stdin_file)
@@ -41,6 +42,8 @@ class DockerAgentSandbox(AgentSandbox):
 
     def _volumes(self, job: AgentJob, stdin) -> dict:
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
+        if job.agent_source is not None:
+            volumes[str(job.agent_source)] = {"bind": AGENT_DIR, "mode": "ro"}
         volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
         if job.profile_root not in job.workspace.parents:
             volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
