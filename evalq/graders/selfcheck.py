@@ -110,10 +110,19 @@ class SelfCheckGate:
         self.verdicts: dict[tuple, Verdict] = {}
 
     def require(self, fixture: Fixture, backend: Sandbox, grader: str, retry_after: float,
-                record: Callable[[dict], None] | None = None) -> Verdict:
+                record: Callable[[dict], None] | None = None) -> Optional[Verdict]:
         """The passing verdict for this fixture here, checking first if there is none (one
         check at a time per key: trials arriving together wait for it). GraderRefused with
-        the reason if the check fails."""
+        the reason if the check fails. None, with no check, while the backend itself is
+        unavailable (a Docker engine that is down): a grader that cannot run at all is not
+        one that judges wrongly, and the trial's own grading then records a grading_failure
+        naming why (counted apart, regraded later), where a refusal would leave it pending
+        and a foreground `evalq run` waiting with nothing to show."""
+        ready, why = backend.available()
+        if not ready:
+            log.warning("no self-check of fixture %s: the %s sandbox is unavailable (%s)",
+                        fixture.id, backend.name, why)
+            return None
         toolchain = toolchain_digest(backend, fixture.spec.image)
         key = (fixture.digest, backend.name, toolchain)
         with self.lock:
