@@ -132,7 +132,7 @@ class Channel:
             exc.mro = tuple(mro)
             raise exc
         try:
-            return codec.decode(reply.get("ok"), self._handle)
+            return codec.decode(reply.get("ok"), self._handle, guard=codec.HashGuard())
         except (ValueError, TypeError, KeyError, RecursionError) as exc:
             raise SubjectError(f"the subject sent an answer that is not data: {exc}") from None
 
