@@ -16,7 +16,7 @@ from hostile_backend import backend, traversable_tempdir  # noqa: F401 (the fixt
 
 from evalq.models import Outcome
 from test_judge_split import JUDGED
-from test_subject_cannot_fail_the_grader import fast, graded
+from test_subject_cannot_fail_the_grader import RAW_CHANNEL, fast, graded
 
 TIMEOUT = 8  # the judge's time limit in these fixtures (its deadline for answers is 5 s)
 #: the hidden checks: each compares one answer with its expected value by `==`
@@ -97,3 +97,27 @@ def test_hostile_answer_is_incorrect_with_a_short_explanation(fixtures, backend,
     assert all(c.passed is not None for c in result.criteria), result.criteria
     assert result.duration_seconds is not None and result.duration_seconds < TIMEOUT, result
     assert "[judge output:" not in result.output_tail, result.output_tail
+
+
+def test_answer_of_colliding_hashes_is_refused_in_bounds(fixtures, backend, tmp_path):
+    """Ints hash by value: 30,000 distinct multiples of 2**61 - 1 all hash to 0, and a dict of
+    them takes the judge quadratic time to build (about 10 s). The judge refuses such an
+    answer as not data before building anything of it: the check fails, the grade is
+    `incorrect`, in seconds."""
+    # building such a dict is as slow in the subject: it writes the answer's JSON itself, for
+    # each request id the call may have
+    code = RAW_CHANNEL + """
+def table():
+    pairs = ",".join(f"[{k * (2**61 - 1)},{k}]" for k in range(30_000))
+    out = channel()
+    for n in range(1, 40):
+        out.write(b'{"id": %d, "ok": {"$d": [%s]}}\\n' % (n, pairs.encode()))
+        out.flush()
+    return {}
+"""
+    result = graded(fixtures["quiet"], backend, tmp_path,
+                    {"app.py": "def answer():\n    return 41\n\n" + code})
+    assert result.outcome == Outcome.incorrect and result.tampered is False, result
+    table = next(c for c in result.criteria if c.name.endswith("test_table"))
+    assert table.passed is False and "share one hash" in table.evidence, table
+    assert result.duration_seconds is not None and result.duration_seconds < TIMEOUT, result
