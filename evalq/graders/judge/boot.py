@@ -11,16 +11,16 @@ grader takes a judge run without it for one that never started (helpers not foun
 unreadable), a grading_failure, never a verdict on the agent.
 """
 
+import importlib
 import os
 import site
 import sys
 import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: A failed check's report text (traceback, assertion explanation, the subject's exception
-#: message) is cut to this many characters, head and tail kept: it holds what the subject sent,
-#: and the report file and the judge's output have caps past which the grade is a failure.
-REPORT_TEXT_CHARS = 4000
+#: Variables by which pytest takes itself to run on CI, where it neither truncates assertion
+#: explanations nor skips its full diffs: the judge must not, whatever the grader's environment.
+CI_VARIABLES = ("CI", "BUILD_NUMBER")
 
 
 def explicit_path() -> list:
@@ -32,29 +32,6 @@ def explicit_path() -> list:
     paths += site.getsitepackages()
     paths += [p for p in sys.path if p.endswith(".zip")]
     return [p for p in dict.fromkeys(paths) if os.path.isdir(p) or p.endswith(".zip")]
-
-
-def cut(text: str, limit: int = REPORT_TEXT_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
-
-
-class BoundedReports:
-    """A pytest plugin that cuts each failed check's report text (see REPORT_TEXT_CHARS)."""
-
-    def __init__(self, pytest):
-        self.pytest_runtest_makereport = pytest.hookimpl(hookwrapper=True)(self._makereport)
-
-    @staticmethod
-    def _makereport(item, call):
-        outcome = yield
-        report = outcome.get_result()
-        if report.longrepr is not None and not isinstance(report.longrepr, tuple):
-            text = str(report.longrepr)
-            if len(text) > REPORT_TEXT_CHARS:
-                report.longrepr = cut(text)
 
 
 class CappedOutput:
@@ -100,12 +77,17 @@ def main() -> int:
     os.chdir(hidden)
     limit = os.environ.get("EVALQ_JUDGE_OUTPUT_LIMIT")
     out = sys.stdout = CappedOutput(sys.stdout, int(limit)) if limit else sys.stdout
+    for name in CI_VARIABLES:
+        os.environ.pop(name, None)
     import pytest
 
+    # this package's own bounds (bounds.py), imported as this folder is named in the judge
+    bounds = importlib.import_module(f"{os.path.basename(HERE)}.bounds")
     try:
         return int(pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", hidden,
                                 f"--junitxml={junit}", *args],
-                               plugins=[BoundedReports(pytest)]))
+                               plugins=[bounds.BoundedReports(pytest),
+                                        bounds.BoundedCompare(pytest)]))
     finally:
         if isinstance(out, CappedOutput):
             out.close_note()

@@ -13,6 +13,10 @@ import pathlib
 
 #: The longest line either side accepts; a subject sending more is treated as broken.
 MAX_LINE = 16 * 1024 * 1024
+#: Distinct numbers or tuples of one answer that may share one hash: ints are hashed by value
+#: (multiples of 2**61 - 1 all hash to 0), and a set or dict of many values of one hash takes
+#: quadratic time to build, in the decoding here or in a hidden test's own set(answer).
+MAX_SAME_HASH = 64
 
 
 class Unencodable(Exception):
@@ -53,21 +57,50 @@ def to_handle_or_fail(value, to_handle):
     return {"$h": to_handle(value), "type": type(value).__name__}
 
 
-def decode(data, from_handle, path=pathlib.PurePosixPath):
-    """The value of an encoded form; `from_handle(id, type_name)` makes a handle's stand-in."""
+class HashGuard:
+    """Refuses an answer with over MAX_SAME_HASH distinct numbers or tuples of one hash; sees
+    each value before any set or dict holds it (decode builds the inner values first)."""
+
+    def __init__(self, limit: int = MAX_SAME_HASH):
+        self.limit = limit
+        self.by_hash: dict = {}  # hash -> the one value seen with it, or a list of them
+
+    def __call__(self, value):
+        if type(value) in (int, float, tuple):
+            key = hash(value)
+            seen = self.by_hash.get(key, _NONE)
+            if seen is _NONE:
+                self.by_hash[key] = value
+            elif type(seen) is not list:
+                if seen != value:
+                    self.by_hash[key] = [seen, value]
+            elif value not in seen:
+                if len(seen) >= self.limit:
+                    raise ValueError(f"over {self.limit} distinct values share one hash")
+                seen.append(value)
+        return value
+
+
+_NONE = object()
+
+
+def decode(data, from_handle, path=pathlib.PurePosixPath, guard=lambda value: value):
+    """The value of an encoded form; `from_handle(id, type_name)` makes a handle's stand-in;
+    `guard` sees every value made (a HashGuard on the judge's side) and returns it."""
     if isinstance(data, list):
-        return [decode(v, from_handle, path) for v in data]
+        return [decode(v, from_handle, path, guard) for v in data]
     if not isinstance(data, dict):
-        return data
+        return guard(data)
     if "$h" in data:
         return from_handle(data["$h"], data.get("type", "object"))
     (tag, body), = data.items()
     if tag == "$t":
-        return tuple(decode(v, from_handle, path) for v in body)
+        return guard(tuple(decode(v, from_handle, path, guard) for v in body))
     if tag == "$s":
-        return {decode(v, from_handle, path) for v in body}
+        return {decode(v, from_handle, path, guard) for v in body}
     if tag == "$d":
-        return {_key(decode(k, from_handle, path)): decode(v, from_handle, path) for k, v in body}
+        return {guard(_key(decode(k, from_handle, path, guard))):
+                decode(v, from_handle, path, guard) for k, v in body}
     if tag == "$b":
         return base64.b64decode(body)
     if tag == "$dt":
@@ -77,7 +110,7 @@ def decode(data, from_handle, path=pathlib.PurePosixPath):
     if tag == "$td":
         return datetime.timedelta(seconds=body)
     if tag == "$num":  # NaN and the infinities, from a subject whose JSON has none
-        return float(body)
+        return guard(float(body))
     if tag == "$p":
         return path(body)
     raise ValueError(f"unknown tag {tag!r}")
