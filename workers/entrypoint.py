@@ -18,6 +18,7 @@ from urllib.parse import quote
 #: where an agent worker mounts a proc of process folders only (see seal_agents)
 PID_PROC = "/run/evalq/proc"
 CAP_SYS_ADMIN = 21
+DOCKER_SOCKET = "/var/run/docker.sock"
 #: plain .env keys that only serve to build the URLs below; never passed on
 SECRETS = ("REDIS_PASSWORD", "POSTGRES_PASSWORD", "FLOWER_USER", "FLOWER_PASSWORD")
 
@@ -56,6 +57,12 @@ def check(argv: list[str], env: dict[str, str]) -> None:
     if command == "worker" and not env.get("EVALQ_DATABASE_URL"):
         sys.exit("evalq-entrypoint: no results database: set POSTGRES_PASSWORD in .env "
                  "(workers on several machines need the shared PostgreSQL)")
+    if command == "worker" and "agents" in " ".join(argv) \
+            and env.get("EVALQ_AGENT_SANDBOX") == "docker" and not os.path.exists(DOCKER_SOCKET):
+        sys.exit("evalq-entrypoint: EVALQ_AGENT_SANDBOX=docker: an agent worker in compose has no "
+                 "Docker engine (its socket would be root on the host); set "
+                 "EVALQ_AGENT_SANDBOX=bwrap in .env, or run agent workers with the Docker "
+                 "sandbox on the host (`evalq worker --queues agents`)")
     if command == "flower" and not env.get("FLOWER_BASIC_AUTH"):
         sys.exit("evalq-entrypoint: Flower needs FLOWER_USER and FLOWER_PASSWORD in .env")
 

@@ -149,6 +149,16 @@ def test_deploy_flower_has_auth_and_valid_options(compose):
         entrypoint.check(["flower"], {"EVALQ_BROKER_URL": "redis://x:6379/0"})
 
 
+def test_deploy_agent_worker_refuses_a_docker_agent_sandbox_without_an_engine(monkeypatch):
+    entrypoint = _entrypoint()
+    monkeypatch.setattr(entrypoint, "DOCKER_SOCKET", "/nonexistent/docker.sock")
+    servers = {"EVALQ_BROKER_URL": "redis://x:6379/0", "EVALQ_DATABASE_URL": "postgresql://x/y"}
+    with pytest.raises(SystemExit, match="EVALQ_AGENT_SANDBOX=bwrap"):
+        entrypoint.check(["worker", "--queues", "agents"], {**servers,
+                                                             "EVALQ_AGENT_SANDBOX": "docker"})
+    entrypoint.check(["worker", "--queues", "agents"], {**servers, "EVALQ_AGENT_SANDBOX": "bwrap"})
+
+
 def test_deploy_redis_is_protected_and_persistent(compose):
     command = " ".join(compose["services"]["redis"]["command"])
     assert "requirepass" in command and "$$REDIS_PASSWORD" in command
