@@ -121,7 +121,12 @@ def test_engine_stopped_mid_study_then_regraded(tmp_path, fixture_copies, engine
         assert time.monotonic() < deadline, "no trial was graded in time"
         time.sleep(0.1)
     engine.stop()
-    assert run.wait(300) == 1, (tmp_path / "run.log").read_text()  # grading failures: exit 1
+    try:
+        returncode = run.wait(300)
+    finally:
+        if run.poll() is None:  # a launcher that never ends must not outlive the test
+            run.kill()
+    assert returncode == 1, (tmp_path / "run.log").read_text()  # grading failures: exit 1
     during = _outcomes(db)
     assert len(during) == 12
     kinds = {o for _, o, _ in during}
