@@ -11,24 +11,30 @@ pending with no outcome (graders/service.py gives them back to be re-sent).
 A verdict is kept per process, keyed by what decides a verdict: the fixture's digest, the
 sandbox backend and the toolchain (rootfs or image digest) the fixture grades in now, so a
 re-imported image or a rebuilt rootfs is checked anew. A passing check lasts the process's
-life: one pair of gradings per fixture per process. A failed one is tried again when a trial
+life, and is noted for the worker's other pool processes (same parent, same machine or
+container): one pair of gradings per fixture per worker. A failed one is tried again when a trial
 of the fixture arrives `retry_after` seconds or more later, so a fault that goes away without
 changing the key (an engine restarted) stops blocking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from evalq.errors import SandboxError
 from evalq.fixtures.fixture import Fixture
 from evalq.fixtures.selfcheck import check_fixture
 from evalq.graders.sandbox.base import Sandbox
+from evalq.graders.sandbox.owner import pid_namespace
 
 log = logging.getLogger("evalq.grading")
 
@@ -129,6 +135,11 @@ class SelfCheckGate:
             key_lock = self.key_locks.setdefault(key, threading.Lock())
         with key_lock:
             verdict = self.verdicts.get(key)
+            if verdict is None and _passed_nearby(key):
+                verdict = self.verdicts[key] = Verdict(
+                    fixture_id=fixture.id, fixture_digest=fixture.digest, sandbox=backend.name,
+                    toolchain=toolchain, ok=True, reason=None, verdicts={},
+                    checked_at=time.time(), checked_mono=time.monotonic())
             if verdict is None or (not verdict.ok and
                                    time.monotonic() - verdict.checked_mono >= retry_after):
                 log.info("self-check of fixture %s in process %d (%s, toolchain %s): grading "
@@ -136,6 +147,7 @@ class SelfCheckGate:
                 verdict = self.verdicts[key] = run_check(fixture, backend, toolchain)
                 if verdict.ok:
                     log.info("self-check of fixture %s passed", fixture.id)
+                    _mark_passed(key)
                 else:
                     log.error("self-check of fixture %s failed: %s", fixture.id,
                               refusal(grader, verdict))
@@ -144,6 +156,32 @@ class SelfCheckGate:
         if not verdict.ok:
             raise GraderRefused(refusal(grader, verdict))
         return verdict
+
+
+def _pass_mark(key: tuple) -> Path:
+    """Where a pass is noted for the other pool processes of this worker: the same parent
+    process in the same machine or container (pid namespace and host name), the same fixture,
+    backend and toolchain. A restarted worker checks anew; a failure is never shared: each
+    process finds its own."""
+    ident = hashlib.sha256(repr((pid_namespace(), socket.gethostname(), os.getppid(),
+                                 key)).encode())
+    return Path(tempfile.gettempdir()) / "evalq-selfcheck" / ident.hexdigest()[:32]
+
+
+def _passed_nearby(key: tuple) -> bool:
+    return key[2] is not None and _pass_mark(key).is_file()
+
+
+def _mark_passed(key: tuple) -> None:
+    if key[2] is None:  # no toolchain digest: nothing to tell a changed toolchain apart by
+        return
+    mark = _pass_mark(key)
+    try:
+        mark.parent.mkdir(mode=0o700, exist_ok=True)
+        mark.touch()
+    except OSError as exc:  # the other processes then check for themselves
+        log.info("could not note the self-check's pass for this worker's other processes: %s",
+                 exc)
 
 
 GATE = SelfCheckGate()

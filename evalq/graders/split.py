@@ -48,7 +48,7 @@ STARTED_MARK = "judge-started"
 #: Of the grader's time limit, what the judge keeps for itself after its last wait on the
 #: subject (start-up, failing the remaining checks at once, writing the report): a fraction,
 #: within these bounds in seconds.
-JUDGE_RESERVE = (0.2, 3.0, 10.0)
+JUDGE_RESERVE = (0.3, 4.0, 20.0)
 #: The judge's terminal output stops here (a note says how much was cut), well under the
 #: grader's output limit: what it prints depends on the subject's answers.
 JUDGE_OUTPUT_SHARE = 0.5
