@@ -201,16 +201,21 @@ def test_a_healthy_grader_checks_each_fixture_once_and_grades(tmp_path, fixture_
     assert len(_rows(postgres_url)) == 8
 
 
+def _grade_in(fixture_copies, toolchain):
+    """The faulty fixture set to grade in `toolchain`'s image, frozen again."""
+    manifest = fixture_copies / FAULTY / "fixture.toml"
+    manifest.write_text(manifest.read_text().replace('image = "evalq-grader-python:local"',
+                                                     f'image = "{toolchain.image}"'))
+    return freeze_fixture(fixture_copies / FAULTY)
+
+
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
 def test_a_grader_with_a_broken_toolchain_refuses_the_fixture_until_fixed(
         tmp_path, fixture_copies, redis_url, postgres_url, backend):
     if backend == "docker":
         _require_docker()
     toolchain = FaultyToolchain(backend)
-    manifest = fixture_copies / FAULTY / "fixture.toml"
-    manifest.write_text(manifest.read_text().replace('image = "evalq-grader-python:local"',
-                                                     f'image = "{toolchain.image}"'))
-    freeze_fixture(fixture_copies / FAULTY)
+    _grade_in(fixture_copies, toolchain)
     env = _env(tmp_path, redis_url, postgres_url)
     grader_env = dict(env, EVALQ_SANDBOX=backend, EVALQ_GRADER_CACHE=str(toolchain.cache))
     study = write_study(tmp_path / "study", fixture_copies, study_id="refuse", repetitions=2)
@@ -297,10 +302,7 @@ def test_the_gate_checks_once_per_toolchain_and_retries_a_failure_only_when_due(
     if backend == "docker":
         _require_docker()
     toolchain = FaultyToolchain(backend)
-    manifest = fixture_copies / FAULTY / "fixture.toml"
-    manifest.write_text(manifest.read_text().replace('image = "evalq-grader-python:local"',
-                                                     f'image = "{toolchain.image}"'))
-    fixture = freeze_fixture(fixture_copies / FAULTY)
+    fixture = _grade_in(fixture_copies, toolchain)
     monkeypatch.setenv("EVALQ_GRADER_CACHE", str(toolchain.cache))
     gate, rows = SelfCheckGate(), []
     caplog.set_level("INFO", logger="evalq.grading")
