@@ -245,6 +245,13 @@ class RunMetrics(Strict):
     cache_pricing: Optional[str] = None
     skill_loaded: Optional[bool] = None
     stop_reason: Optional[str] = None
+    #: the agent process's exit status (negative: killed by that signal; None: not known)
+    exit_code: Optional[int] = None
+    #: model calls the run made: the gateway's count when metered, else the agent's own
+    #: report (turns); None when neither is known
+    model_calls: Optional[int] = None
+    #: the last lines of the agent's stderr, credentials masked (evalq/analysis/agent_errors.py)
+    stderr_tail: Optional[str] = None
     #: what the model gateway metered on the wire (evalq/workers/wire.py); None: not metered
     wire_requests: Optional[int] = None
     wire_input_tokens: Optional[int] = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
+from evalq.analysis.agent_errors import stderr_tail
 from evalq.analysis.pinning import allowed_models
 from evalq.fixtures.archive import WorkspaceTooLarge
 from evalq.fixtures.fixture import Fixture
@@ -273,6 +274,8 @@ class AgentAdapter(ABC):
             result.timed_out = True
             result.stop_reason = f"wall time limit of {ctx.limits.wall_seconds:g} s"
         result.metrics.duration_seconds = round(proc.duration_seconds, 3)
+        result.metrics.exit_code = -proc.signal if proc.signal else proc.exit_code
+        result.metrics.stderr_tail = stderr_tail(proc.stderr)
         price_run(result.metrics, ctx.model, result.usage_by_model)
         if door is not None:
             record_wire(result, door.run)
@@ -285,6 +288,7 @@ class AgentAdapter(ABC):
             result.timed_out = True
             result.stop_reason = f"cost limit of ${limit:g} exceeded (${cost:.4f})"
         result.metrics.stop_reason = result.stop_reason
+        result.metrics.model_calls = model_calls(result.metrics)
         return redact_result(result, Redactor([*secret_values(), *granted.values()]),
                              ctx.workspace)
 
@@ -309,6 +313,14 @@ def reclaim_workspace(workspace: Path) -> Optional[str]:
     os.unlink(workspace)
     workspace.mkdir()
     return what
+
+
+def model_calls(metrics: RunMetrics) -> Optional[int]:
+    """How many model calls the run made: the gateway's count when it metered the run, else
+    the agent's own turns; None when neither is known."""
+    if metrics.wire_requests is not None:
+        return metrics.wire_requests
+    return metrics.turns
 
 
 def enforced_models(ctx: AgentContext) -> Optional[frozenset[str]]:

@@ -1,0 +1,80 @@
+"""Agent errors: runs where the agent itself broke rather than tried and failed.
+
+Such a run keeps its outcome (usually `incorrect`: an agent that crashes has not solved the
+task), but a condition whose runs are mostly agent errors measured a broken agent, not a weak
+one, so the report counts them beside the outcomes and makes its claims exploratory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+#: the kinds, worst first: the one a run is counted under when several apply
+BEFORE_ANY_MODEL_CALL = "exited with an error before any model call"
+ERROR_EXIT = "exited with an error"
+KILLED = "was killed"
+NO_MODEL_CALL = "made no model call"
+KINDS = (BEFORE_ANY_MODEL_CALL, ERROR_EXIT, KILLED, NO_MODEL_CALL)
+
+#: stderr kept per run: the last lines, each bounded, the whole bounded
+STDERR_TAIL_LINES, STDERR_TAIL_LINE_CHARS, STDERR_TAIL_CHARS = 20, 300, 4000
+
+#: a condition with more than this share of agent errors gets the warning
+MOSTLY = 0.5
+
+
+def stderr_tail(stderr: bytes) -> Optional[str]:
+    """The last lines of an agent's stderr as text (None when it wrote nothing)."""
+    text = stderr[-64 * 1024:].decode("utf-8", "replace").replace("\x00", "")
+    lines = [line[:STDERR_TAIL_LINE_CHARS] for line in text.rstrip().splitlines()]
+    tail = "\n".join(lines[-STDERR_TAIL_LINES:])[-STDERR_TAIL_CHARS:]
+    return tail or None
+
+
+def agent_error(metrics: Optional[Mapping[str, Any]], outcome: Optional[str]) -> Optional[str]:
+    """Which kind of agent error a run is (one of KINDS), or None when the agent ran and
+    finished. A run evalq failed (infrastructure or grading failure) is never the agent's."""
+    if not metrics or outcome in (None, "infrastructure_failure", "grading_failure"):
+        return None
+    code, calls = metrics.get("exit_code"), metrics.get("model_calls")
+    if isinstance(code, int) and code < 0:
+        return KILLED  # a signal ended it (its wall time and budget stops are `timed_out`)
+    if isinstance(code, int) and code > 0:
+        return BEFORE_ANY_MODEL_CALL if calls == 0 else ERROR_EXIT
+    if calls == 0 and outcome != "timed_out":
+        return NO_MODEL_CALL
+    return None
+
+
+@dataclass
+class AgentErrorCount:
+    """One condition's agent errors among its graded runs."""
+
+    condition: str
+    runs: int = 0
+    errors: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def warning(self) -> Optional[str]:
+        """The sentence that makes the claims exploratory, when most runs are agent errors."""
+        if not self.runs or self.errors / self.runs <= MOSTLY:
+            return None
+        kind, count = max(self.by_kind.items(), key=lambda kv: (kv[1], -KINDS.index(kv[0])))
+        what = kind if count == self.errors else "ended in an agent error"
+        return f"condition {self.condition}: {self.errors}/{self.runs} runs {what}"
+
+
+def count_by_condition(rows: Iterable[Mapping[str, Any]]) -> dict[str, AgentErrorCount]:
+    """Agent errors per condition over rows with `condition`, `outcome` and `metrics`."""
+    counts: dict[str, AgentErrorCount] = {}
+    for row in rows:
+        if row.get("outcome") in (None, "infrastructure_failure", "grading_failure"):
+            continue
+        count = counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
+        count.runs += 1
+        kind = agent_error(row.get("metrics"), row.get("outcome"))
+        if kind is not None:
+            count.errors += 1
+            count.by_kind[kind] = count.by_kind.get(kind, 0) + 1
+    return counts
