@@ -89,6 +89,7 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
     """Send the study's trials, and unless told not to (with a broker) wait for them to settle
     with the embedded workers or the broker's; (finished, planned), or None when not waiting."""
     from evalq.cli.progress import TrialProgress
+    from evalq.cli.refusal_notice import RefusalNotice
     from evalq.queue.embedded import LocalWorkers, wait_for_study
     from evalq.queue.launch import launch_study, make_sweeper, send_trials
     from evalq.results.progress import SettledCounter
@@ -108,10 +109,12 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
             return None
         counter = SettledCounter(engine, study.id)
         progress = TrialProgress("trials", counter)
+        sweeper, notice = make_sweeper(app, study, engine, settings), RefusalNotice(engine,
+                                                                                    study.id)
         waited = wait_for_study(counter, progress, workers=workers,
                                 resend=lambda: send_trials(app, study, engine, resume=True),
                                 stall_seconds=max(90.0, settings.lease_seconds * 1.5),
-                                sweep=make_sweeper(app, study, engine, settings),
+                                sweep=lambda: (sweeper(), notice()),
                                 stop_when=_cancelled_and_quiet(engine, study.id))
         progress.close()
         return waited
