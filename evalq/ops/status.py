@@ -86,6 +86,27 @@ def with_agent_errors(engine, status: StudyStatus) -> StudyStatus:
     return status
 
 
+class AgentErrorsEvery:
+    """with_agent_errors for a watching status: counting them reads every finished run, so
+    a watch (whose ticks cost O(changes)) refreshes them at most every `every` seconds, and
+    once more when the study has settled; in between a tick shows the last counts."""
+
+    def __init__(self, engine, every: float = 30.0):
+        self.engine, self.every = engine, every
+        self.last: Optional[StudyStatus] = None
+        self.at = float("-inf")
+
+    def add(self, status: StudyStatus) -> StudyStatus:
+        settled = status.finished >= status.planned
+        if self.last is None or settled or time.monotonic() - self.at >= self.every:
+            self.last, self.at = with_agent_errors(self.engine, status), time.monotonic()
+            return status
+        status.agent_errors = self.last.agent_errors
+        status.agent_error_warnings = self.last.agent_error_warnings
+        status.agent_error_runs = self.last.agent_error_runs
+        return status
+
+
 def _agent_error_lines(status: StudyStatus) -> list[str]:
     """Per condition its agent errors, then the runs: all of it the agent's text made safe."""
     if not status.agent_errors:

@@ -12,7 +12,7 @@ import pytest
 from evalq.analysis.agent_errors import (BEFORE_ANY_MODEL_CALL, ERROR_EXIT, KILLED,
                                          NO_MODEL_CALL, agent_error, count_by_condition,
                                          describe_exit, last_line)
-from evalq.ops.status import render, study_status, with_agent_errors
+from evalq.ops.status import AgentErrorsEvery, render, study_status, with_agent_errors
 from evalq.report.compute import compute_report
 from evalq.report.html import render_html
 from evalq.report.markdown import render_markdown
@@ -110,6 +110,15 @@ def test_report_and_status_show_the_broken_condition(db_url):
     assert "killed by signal 9 (SIGKILL)" in text and "\x1b" not in text
     assert "… 0 more" not in text and "… 0" not in text
     assert json.loads(json.dumps(status.as_dict()))["agent_errors"] == expected
+
+    # a watch counts them again at most every `every` seconds, and once settled
+    watch = AgentErrorsEvery(engine, every=3600)
+    first, second = study_status(engine, "broken"), study_status(engine, "broken")
+    first.planned = second.planned = first.planned + 1  # as if a trial were still running
+    assert watch.add(first).agent_errors == expected
+    assert watch.add(second).agent_errors is first.agent_errors  # not counted again
+    settled = watch.add(study_status(engine, "broken"))
+    assert settled.agent_errors == expected and settled.agent_errors is not first.agent_errors
 
 
 def test_a_transcript_page_says_how_the_run_ended():
