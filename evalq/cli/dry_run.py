@@ -10,7 +10,6 @@ import click
 
 from evalq.analysis.agent_errors import describe_exit
 from evalq.plaintext import one_line
-
 from evalq.planning.forecast import RunDistributions, forecast, forecast_lines
 from evalq.planning.gate import launch_forecast
 from evalq.planning.lock import read_planning

@@ -50,7 +50,7 @@ def echo_reports(paths: dict[str, Path]) -> None:
               help="With --dry-run: also start each condition's agent once, in the agent "
                    "sandbox with its agent source, on the first fixture, and say whether it "
                    "started (exit status, model calls, stderr); exit 1 when one did not. "
-                   "Not graded, nothing stored.")
+                   "A real run (it may call the model); not graded, nothing stored.")
 @click.option("--allow-dirty", is_flag=True,
               help="Freeze agent sources whose repository has uncommitted changes (the lock "
                    "records it).")

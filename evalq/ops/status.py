@@ -119,11 +119,11 @@ def _agent_error_lines(status: StudyStatus) -> list[str]:
     lines += [f"  warning: {w}" for w in status.agent_error_warnings]
     for run in status.agent_error_runs:
         calls = "unavailable" if run["model_calls"] is None else run["model_calls"]
+        stop = one_line(run.get("stop_reason"), 80) or "unavailable"
         stderr = one_line(last_line(run.get("stderr_tail")), 200) or "(empty)"
         lines.append(f"    {one_line(run['trial_id'])}: {run['outcome']}, the agent "
                      f"{run['agent_error']}; {describe_exit(run['exit_code'])}, model calls "
-                     f"{calls}, stop reason {one_line(run.get('stop_reason'), 80) or 'unavailable'}"
-                     f"; stderr: {stderr}")
+                     f"{calls}, stop reason {stop}; stderr: {stderr}")
     errors = sum(c["errors"] for c in status.agent_errors.values())
     if errors > len(status.agent_error_runs):
         lines.append(f"    … {errors - len(status.agent_error_runs)} more; each run's stderr "

@@ -26,6 +26,7 @@ from evalq.workers.agent_source import checked_source
 from evalq.workers.agents.base import AgentContext
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.profile import new_profile
+from evalq.workers.sandbox.base import DEFAULT_DISK_MB
 
 
 @dataclass
@@ -76,7 +77,7 @@ def check_condition(study, condition, settings: Settings) -> AgentCheck:
                                                                     folder)
         if condition.name in study.skills:
             condition = condition.model_copy(update={"skill": str(study.skills[condition.name])})
-        profile = new_profile(folder / "runs")
+        profile = new_profile(folder / "runs", disk_mb=DEFAULT_DISK_MB)  # as a worker's run
         materialize(fixture, profile.workspace)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(),
