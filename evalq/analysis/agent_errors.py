@@ -89,6 +89,13 @@ class AgentErrorCount:
         what = kind if count == self.errors else "ended in an agent error"
         return f"condition {self.condition}: {self.errors}/{self.runs} runs {what}"
 
+    def add(self, kind: Optional[str], n: int = 1) -> None:
+        """Count `n` finished runs of the condition, agent errors of `kind` (None: none)."""
+        self.runs += n
+        if kind is not None:
+            self.errors += n
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + n
+
     def as_dict(self) -> dict[str, Any]:
         """The report's shape: {runs, errors, by_kind} (kinds worst first, zero ones left out)."""
         return {"runs": self.runs, "errors": self.errors,
@@ -104,11 +111,7 @@ def count_by_condition(rows: Iterable[Mapping[str, Any]],
     for row in rows:
         if row.get("outcome") in NOT_COUNTED:
             continue
-        n = row.get("n", 1)
-        count = counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
-        count.runs += n
-        kind = agent_error(row.get("metrics"), row.get("outcome"))
-        if kind is not None:
-            count.errors += n
-            count.by_kind[kind] = count.by_kind.get(kind, 0) + n
+        count = counts.get(row["condition"]) or \
+            counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
+        count.add(agent_error(row.get("metrics"), row.get("outcome")), row.get("n", 1))
     return counts
