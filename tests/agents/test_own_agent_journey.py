@@ -225,3 +225,21 @@ def test_check_goes_with_dry_run(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "field '--check'" in proc.stderr
     assert "--dry-run" in proc.stderr and not (tmp_path / "home").exists()
+
+
+def test_the_checks_stderr_cannot_rewrite_the_terminal():
+    """The check prints the agent's stderr: escape sequences and bidi overrides are spaces,
+    every line is bounded, a traceback keeps its indentation."""
+    from evalq.cli.dry_run import _check_lines
+    from evalq.workers.agent_check import AgentCheck
+
+    tail = "Traceback:\n  File \"x\"\x1b[2J\x1b]0;owned\x07\n\u202eevil\u202c" + "y" * 5000
+    check = AgentCheck(condition="v2", fixture="f", problem=f"the agent {ERROR_EXIT}",
+                       exit_code=3, model_calls=0, stop_reason="exit 3\x1b[31m",
+                       stderr_tail=tail, duration_seconds=0.1)
+    lines = _check_lines(check)
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert lines[0].startswith(f"  v2: FAILED: the agent {ERROR_EXIT}; exit 3, model calls 0")
+    assert lines[2] == "      Traceback:" and lines[3].startswith('        File "x"')
+    assert max(len(line) for line in lines) < 400
