@@ -272,8 +272,6 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
     if sealed["sealed"] is False:
         reasons.append("agents ran unsealed (agent sandbox `none`): they could reach the host")
     reasons += claim_reasons(plan) + left_out
-    if not tests:
-        reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     if warn:
         reasons.append("power_warning is set")
     if low_rel:
@@ -283,7 +281,11 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
     if mode == "workflow-lift":
         reasons.append("workflow-lift mode: the difference is the whole workflow packet, "
                        "not the workflow document alone")
-    status = "descriptive" if not tests else ("exploratory" if reasons else "confirmatory")
+    # without tests the claims are descriptive (intervals only) while nothing weakens them;
+    # what weakens a confirmatory claim weakens a descriptive one as much
+    status = "exploratory" if reasons else ("descriptive" if not tests else "confirmatory")
+    if not tests:
+        reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     return {"status": status, "reasons": reasons}
 
 

@@ -161,9 +161,9 @@ def test_the_report_counts_the_broken_commits_runs_as_agent_errors(journey):
                                              "by_kind": {ERROR_EXIT: 2}}}
     warning = f"condition v2: 2/2 runs {ERROR_EXIT}"
     assert warning in report["claims"]["reasons"]
-    # commit-comparison mode runs no tests, so its claims are descriptive; the warning is
-    # among the reasons that no claim can be made
-    assert report["claims"]["status"] == "descriptive"
+    # commit-comparison mode runs no tests (its claims are descriptive while nothing weakens
+    # them); the broken commit's warning makes them exploratory
+    assert report["claims"]["status"] == "exploratory"
     for row in _v2_rows(journey):
         assert (row["exit_code"], row["model_calls"], row["agent_error"], row["stop_reason"]) \
             == (1, None, ERROR_EXIT, "exit 1")
