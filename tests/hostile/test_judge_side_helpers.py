@@ -5,8 +5,10 @@ Each attack is agent code that, at import, replaces part of the subject's runtim
 .open, tempfile, os, inspect) or rewrites its own files, to (a) rewrite the setup file a check
 hands to the code under test, or (b) show a leftover-copy check source other than its own.
 When the judge used the subject for these (evalq_judge's old tmp_dir/write_text through the
-subject's `open`, `inspect.getsource` there), two shipped fixtures graded these `correct`:
-py-notes-tags with its own incorrect reference, py-durations-refactor with no refactor done.
+subject's `open`, `inspect.getsource` there), three shipped fixtures graded these `correct`:
+py-notes-tags with its own incorrect reference, py-durations-refactor with no refactor done,
+c-pathnorm-feature with its incorrect reference and a Makefile that swapped the hidden driver
+(written to the subject's /tmp, built after the agent's Makefile ran).
 Now each is `incorrect`, failing exactly the checks the attack aimed at. And the judge does
 not even ask: a hidden test that loads the language's own modules in the subject fails.
 """
@@ -191,6 +193,20 @@ for _name in ("config", "schedule", "retention"):
 DURATIONS = (Path(DEFAULT_SUITE_DIR) / "py-durations-refactor" / "solutions" / "correct" /
              "jobrunner" / "durations.py")
 
+#: (a) in a make fixture: the agent's Makefile, which the build runs before compiling the
+#: hidden driver, puts its own driver where the judge's was written: one that includes a
+#: working path_normalize of its own, so the library's wrong one is never called
+FORGED_DRIVER_MAKE = """
+all: forge-driver
+
+forge-driver:
+\t@cp forge/pathdrv.c /tmp/pathdrv.c 2>/dev/null || true
+\t@for f in /evalq-shared/*/pathdrv.c; do cp forge/pathdrv.c "$$f" 2>/dev/null || true; done
+
+.PHONY: forge-driver
+"""
+PATHNORM = Path(DEFAULT_SUITE_DIR) / "c-pathnorm-feature"
+
 #: attack -> (fixture, reference it starts from, the file it is appended to, its code, the
 #: checks it aims at: the only ones that fail)
 ATTACKS = {
@@ -209,6 +225,8 @@ ATTACKS = {
     "source rewritten on disk at import": ("py-durations-refactor", None,
                                            "jobrunner/__init__.py", OS_REWRITES_SOURCE,
                                            {LEFTOVER_CHECK}),
+    "the Makefile replaces the hidden driver": ("c-pathnorm-feature", "incorrect", "Makefile",
+                                                FORGED_DRIVER_MAKE, {"test_normalize"}),
 }
 
 
@@ -229,6 +247,13 @@ def attacked(suite, tmp_path: Path, attack: str):
     workspace = prepare_reference(fixture, reference, tmp_path / "agent-workspace")
     if fixture_id == "py-durations-refactor":  # no refactor: only the new module is added
         (workspace / "jobrunner" / "durations.py").write_text(DURATIONS.read_text())
+    if fixture_id == "c-pathnorm-feature":  # the forged driver and the working code it uses
+        (workspace / "forge").mkdir()
+        (workspace / "forge" / "ok.c").write_text(
+            (PATHNORM / "solutions" / "correct" / "src" / "pathutil.c").read_text())
+        driver = (PATHNORM / "hidden" / "hidden_tests" / "pathdrv.c").read_text()
+        (workspace / "forge" / "pathdrv.c").write_text(
+            driver.replace('#include "pathutil.h"', '#include "/workspace/forge/ok.c"'))
     path = workspace / target
     path.write_text(path.read_text() + code)
     return fixture, workspace
