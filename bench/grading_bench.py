@@ -63,22 +63,30 @@ def in_process_copy(fixture_id: str, dest: Path):
     return load_fixture(dest)
 
 
-def timed(fixture, sandbox: str, n: int, workdir: Path) -> list[float]:
+def timed(fixture, sandbox: str, workdir: Path) -> float:
+    """Seconds one grading of the correct reference takes (it must grade correct)."""
     from evalq.graders.grade import grade_workspace, prepare_reference
     from evalq.models import Outcome
 
     workspace = workdir / f"ws-{fixture.id}-{fixture.spec.grade.verdict}"
     if not workspace.exists():
         prepare_reference(fixture, "correct", workspace)
-    times = []
+    started = time.perf_counter()
+    graded = grade_workspace(fixture, workspace, sandbox=sandbox)
+    took = time.perf_counter() - started
+    if graded.outcome != Outcome.correct:
+        raise RuntimeError(f"{sandbox}: the correct reference graded {graded.outcome.value}: "
+                           f"{graded.reason}")
+    return took
+
+
+def alternated(judged, plain, sandbox: str, n: int, workdir: Path):
+    """n timings of each, taken in turn, so that both see the same load on a shared machine."""
+    split_t, plain_t = [], []
     for _ in range(n):
-        started = time.perf_counter()
-        graded = grade_workspace(fixture, workspace, sandbox=sandbox)
-        times.append(time.perf_counter() - started)
-        if graded.outcome != Outcome.correct:
-            raise RuntimeError(f"{sandbox}: the correct reference graded {graded.outcome.value}: "
-                               f"{graded.reason}")
-    return times
+        split_t.append(timed(judged, sandbox, workdir))
+        plain_t.append(timed(plain, sandbox, workdir))
+    return split_t, plain_t
 
 
 def run(workdir: Path, n: int, sandboxes: list[str], log) -> tuple[list[Figure], dict]:
@@ -91,8 +99,8 @@ def run(workdir: Path, n: int, sandboxes: list[str], log) -> tuple[list[Figure],
         plain = in_process_copy(fixture_id, workdir / f"in-process-{fixture_id}")
         for sandbox in sandboxes:
             log(f"grading {fixture_id} {n}x judged and {n}x in-process on {sandbox}")
-            timed(judged, sandbox, 1, workdir)  # warm caches (images, page cache) for both
-            split_t, plain_t = timed(judged, sandbox, n, workdir), timed(plain, sandbox, n, workdir)
+            alternated(judged, plain, sandbox, 1, workdir)  # warm caches (images, page cache)
+            split_t, plain_t = alternated(judged, plain, sandbox, n, workdir)
             split_m, plain_m = statistics.median(split_t), statistics.median(plain_t)
             data[f"{fixture_id} {sandbox}"] = {"judged_seconds": split_t,
                                                "in_process_seconds": plain_t}
