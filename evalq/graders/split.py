@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalq.errors import SandboxError
+from evalq.graders.judge.client import KIND_ENV
+from evalq.graders.judge.files import SHARED_ENV
+from evalq.graders.judge.source import SOURCE_ENV
 from evalq.graders.relay import SOCKET_NAME, Relay
 from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
                                         Sandbox, SandboxLimits)
@@ -179,10 +182,8 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
                                  "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}",
                                  "EVALQ_JUDGE_STARTED": f"{REPORT_PATH}/{STARTED_MARK}",
-                                 "EVALQ_SHARED_DIR": SHARED_MOUNT,
-                                 "EVALQ_SOURCE_DIR": SOURCE_MOUNT,
-                                 "EVALQ_SUBJECT_KIND": "node" if toolchain == "node"
-                                 else "python"},
+                                 SHARED_ENV: SHARED_MOUNT, SOURCE_ENV: SOURCE_MOUNT,
+                                 KIND_ENV: "node" if toolchain == "node" else "python"},
                             image=image, label=f"{label}:judge",
                             extras=RunExtras(ro_binds=((str(helpers), JUDGE_MOUNT),
                                                        (str(source), SOURCE_MOUNT),
