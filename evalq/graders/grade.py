@@ -43,7 +43,9 @@ GRADER_ENV = {
     "NO_COLOR": "1",
     "CI": "true",
 }
-GRADER_VERSION = "evalq-grader/3"  # 3: judge/subject split, canaries; 2: grader files reset
+#: 4: hidden tests' files and source read judge-side; 3: judge/subject split, canaries;
+#: 2: grader files reset
+GRADER_VERSION = "evalq-grader/4"
 #: items of one kind (reset, dropped) named in a reason
 NOTED_ITEMS = 10
 #: MB of the judge's own report disk (its JUnit report is refused past 5 MB anyway)
