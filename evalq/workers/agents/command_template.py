@@ -21,7 +21,7 @@ from evalq.proc import ProcResult
 from evalq.safe_read import read_left
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
-from evalq.workers.agents.streams import opt_int
+from evalq.workers.agents.numbers import cost_or_reason, count_or_reason
 from evalq.workers.sandbox.paths import install_paths
 from evalq.workers.agents.trajectory import Step, build, encode
 
@@ -103,13 +103,10 @@ class CommandTemplate(AgentAdapter):
         raw = read_left(ctx.profile.root, out / "usage.json", MAX_USAGE_BYTES)
         try:
             usage = json.loads(raw) if raw is not None else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             usage = None
         if isinstance(usage, dict):
-            for key in COUNTS:
-                setattr(metrics, key, opt_int(usage.get(key)))
-            if isinstance(usage.get("cost_usd"), (int, float)):
-                metrics.reported_cost_usd = float(usage["cost_usd"])
+            metrics.unreported = _usage_numbers(usage, metrics) or None
         raw = read_left(ctx.profile.root, out / "report.txt", MAX_REPORT_BYTES)
         report = raw.decode("utf-8", "replace") if raw is not None else None
         steps = [Step("user", message=ctx.prompt),
@@ -121,3 +118,18 @@ class CommandTemplate(AgentAdapter):
         return AgentResult(exit_code=proc.exit_code, timed_out=False,
                            stop_reason="exit" if proc.exit_code == 0 else f"exit {proc.exit_code}",
                            metrics=metrics, transcript=encode(trajectory), final_report=report)
+
+
+def _usage_numbers(usage: dict[str, Any], metrics: RunMetrics) -> dict[str, str]:
+    """Set the counts and cost usage.json gives; returns why each one it gives is not kept
+    (NaN, negative, huge, not a number)."""
+    reasons = {}
+    for key in COUNTS:
+        value, why = count_or_reason(usage.get(key))
+        setattr(metrics, key, value)
+        if why:
+            reasons[key] = f"usage.json's value is {why}"
+    metrics.reported_cost_usd, why = cost_or_reason(usage.get("cost_usd"))
+    if why:
+        reasons["reported_cost_usd"] = f"usage.json's cost_usd is {why}"
+    return reasons
