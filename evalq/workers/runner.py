@@ -204,15 +204,8 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             return "cancelled"
         if stop.reason == "lease lost":
             return "lease lost to another worker"
-        result.metrics = sane_metrics(result.metrics)  # the gateway's and the price's too
-        refused = result.extra.get(TOO_LARGE)  # redaction stopped at the limit
-        if refused is None:
-            try:
-                artifacts = _store_artifacts(store, fixture, profile, result)
-            except AgentDataError as exc:
-                refused = str(exc)
+        artifacts, refused = stored_run(store, fixture, profile, result)
         if refused is not None:  # what the agent left cannot be stored: its doing
-            artifacts = _store_artifacts(store, fixture, profile, result, workspace=False)
             _send("evalq.record_result", result_payload(
                 ref, **common, agent_finished_at=time.time(), outcome="incorrect",
                 reason=f"not graded: {refused}; the agent's workspace is not stored",
@@ -258,6 +251,22 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         heartbeat.stop()
         if profile is not None:
             profile.cleanup()
+
+
+def stored_run(store, fixture, profile, result) -> tuple[dict, str | None]:
+    """The run's artifacts by reference, and why its workspace was refused (None: stored).
+
+    Everything here is the agent's data: a workspace that cannot be stored (over the limits,
+    a credential that cannot be redacted) is refused with the reason, which makes the attempt
+    the agent's `incorrect`; its output streams, transcript and metrics are stored still."""
+    result.metrics = sane_metrics(result.metrics)  # the gateway's and the price's too
+    refused = result.extra.get(TOO_LARGE)  # redaction stopped at the limit
+    if refused is None:
+        try:
+            return _store_artifacts(store, fixture, profile, result), None
+        except AgentDataError as exc:
+            refused = str(exc)
+    return _store_artifacts(store, fixture, profile, result, workspace=False), refused
 
 
 def _store_artifacts(store, fixture, profile, result, workspace: bool = True) -> dict:
