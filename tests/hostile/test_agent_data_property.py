@@ -306,3 +306,24 @@ def test_the_strict_reader_refuses_what_it_must():
         with pytest.raises((AssertionError, UnicodeError)):
             strict_json(bad)
     assert strict_json('{"a": ["\\ud83d\\ude00", 1.5, null]}') == {"a": ["😀", 1.5, None]}
+
+
+def test_only_refused_agent_data_is_the_agents_outcome(study, tmp_path):
+    """The line between the agent's doing and evalq's: a workspace the worker refuses is the
+    agent's `incorrect` (with the artifacts that could be stored); an artifact store that
+    cannot be written is evalq's fault and raises (the runner records infrastructure_failure)."""
+    from evalq.artifacts import ArtifactStore
+    from evalq.workers.agents.base import TOO_LARGE, AgentResult
+    from evalq.models import RunMetrics
+
+    profile = new_profile(tmp_path / "runs")
+    materialize(study.fixture, profile.workspace)
+    result = AgentResult(exit_code=0, timed_out=False, stop_reason="exit",
+                         metrics=RunMetrics(), stdout=b"out", extra={TOO_LARGE: "too big"})
+    artifacts, refused = stored_run(study.store, study.fixture, profile, result)
+    assert refused == "too big" and "workspace" not in artifacts and "stdout" in artifacts
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    result.extra.clear()
+    with pytest.raises(OSError):
+        stored_run(ArtifactStore(blocked), study.fixture, profile, result)
