@@ -33,7 +33,7 @@ from evalq.analysis.export import seed002_row, seed003_row
 from evalq.analysis.jsonl import write_jsonl
 from evalq.analysis.runs import study_runs
 from evalq.artifacts import open_store
-from evalq.fixtures.archive import unpack_workspace
+from evalq.fixtures.archive import MAX_WORKSPACE_BYTES, unpack_workspace
 from evalq.fixtures.fixture import load_fixture, materialize
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.models import Condition, Limits
@@ -231,8 +231,11 @@ def _run_after_agent(study, work: Path, entries, outputs) -> tuple[dict, Path]:
     result = redact_result(result, redactor, profile.workspace)
     artifacts, refused = stored_run(study.store, study.fixture, profile, result)
     metrics = result.metrics.model_dump(mode="json")
+    # refused only for the size limit, never because a name or a file broke a step
+    over = any(kind == "sparse" and int(data) > MAX_WORKSPACE_BYTES for kind, _, data in entries)
+    assert (refused is not None) == over, refused
     if refused is not None:
-        assert "workspace" in artifacts or refused  # the reason says why it was refused
+        assert refused.startswith("workspace over") and "workspace" not in artifacts
         payload = result_payload(study.ref, outcome="incorrect", metrics=metrics,
                                  artifacts=artifacts, reason=f"not graded: {refused}")
     else:  # the grader's side: unpack the stored workspace, name what it dropped
