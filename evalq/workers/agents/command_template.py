@@ -3,10 +3,11 @@
 settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model},
 {model_url} (the model endpoint: the sandbox's door when sealed), {output_dir} and {agent_dir}
 (the condition's agent source, read-only; argv[0] may be a program in it). The command runs
-with the workspace as its working directory. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
-cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
-numbers are used; otherwise they are unavailable, and so is one that is no count or cost
-(NaN, negative, huge, text: evalq.workers.agents.numbers), its reason in `unreported`. {output_dir}/report.txt, if written, is the
+with the workspace as its working directory. If the command writes {output_dir}/usage.json
+(keys input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+tool_calls, tool_failures, turns), those numbers are used; otherwise they are unavailable, and
+so is one that is no count or cost (NaN, negative, huge, text: evalq.workers.agents.numbers),
+its reason in `unreported`. {output_dir}/report.txt, if written, is the
 final report. settings.credential_env lists the credential variables to pass on. Its
 trajectory holds the task, the command's output and the report: a generic command has no
 tool calls evalq can see, and no skill activation (null).
