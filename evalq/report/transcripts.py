@@ -12,10 +12,10 @@ from html import escape
 from pathlib import Path
 from typing import Any, Optional
 
-from evalq.report.json_text import dumps
 from evalq.artifacts import open_store
 from evalq.fileio import write_text_atomic
 from evalq.results.store import latest_attempts
+from evalq.report.json_text import dumps, finite
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 STYLE = """
@@ -29,7 +29,7 @@ MAX_TEXT = 20_000
 
 
 def _pre(text: Any) -> str:
-    text = text if isinstance(text, str) else dumps(text, indent=1, default=str)
+    text = text if isinstance(text, str) else dumps(finite(text), indent=1, default=str)
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT:,} more characters)"
     return f"<pre>{escape(text)}</pre>"
