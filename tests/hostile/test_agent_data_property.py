@@ -330,3 +330,34 @@ def test_only_refused_agent_data_is_the_agents_outcome(study, tmp_path):
     result.extra.clear()
     with pytest.raises(OSError):
         stored_run(ArtifactStore(blocked), study.fixture, profile, result)
+
+
+
+def test_a_row_written_before_numbers_were_checked_still_exports_strict(study, tmp_path):
+    """An older evalq stored an agent's NaN cost and negative counts as they came; both
+    exports of such a study are strict JSON, those values null (the report's statistics
+    refuse a NaN cost with a one-line error of their own)."""
+    db = study.engine.raw_connection()
+    db.execute("update attempts set outcome = 'correct', metrics = ? ", (
+        '{"input_tokens": -5, "output_tokens": 10, "cost_usd": NaN, '
+        '"duration_seconds": Infinity}',))
+    db.commit()
+    db.close()
+    row, runs = study_runs(study.engine, study.ref["study_id"])
+    for make, name in ((seed002_row, "rows.jsonl"), (seed003_row, "results.jsonl")):
+        write_jsonl((make(row, r) for r in runs), tmp_path / name)
+        (exported,) = strict_jsonl((tmp_path / name).read_bytes())
+        if make is seed002_row:
+            assert exported["input_tokens"] is None and exported["cost_usd"] is None
+            assert exported["output_tokens"] == 10 and exported["elapsed_seconds"] is None
+        else:
+            assert exported["cycle_time_seconds"] is None
+
+
+def test_report_json_writes_a_number_that_is_no_number_as_null(tmp_path):
+    """A NaN that reaches report.json (from any source) is unavailable: null, never the bare
+    word no strict parser reads; the rest of the report is as it was."""
+    report = {"a": 1.5, "rows": [{"cost": float("nan"), "n": 2}], "inf": [float("inf")]}
+    paths = write_reports(report, tmp_path, formats=("json",))
+    assert strict_json(paths["json"].read_bytes()) == {"a": 1.5, "rows": [{"cost": None, "n": 2}],
+                                                       "inf": [None]}
