@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from evalq.plaintext import valid_text
 from evalq.report.json_text import dumps
 from evalq.results.bulk import copy_rows, insert_missing
 from evalq.results.schema import add_missing
@@ -558,6 +559,9 @@ def _result_row(payload: dict[str, Any], now: float) -> dict[str, Any]:
     row = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
                study_id=payload["study_id"], claims=0, regrades=0)
     row.update({k: payload.get(k) for k in RESULT_FIELDS if k in payload})
+    for key in ("reason", "worker_host"):  # text an agent's output may have reached
+        if isinstance(row.get(key), str):
+            row[key] = valid_text(row[key])
     row.update(state="done", lease_expires_at=None, updated_at=now)
     return row
 
