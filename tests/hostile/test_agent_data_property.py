@@ -287,7 +287,7 @@ def _check_outputs(study, work: Path, payload: dict) -> None:
         assert len(rows) == 1
 
 
-@settings(max_examples=20, deadline=None, derandomize=True,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(entries=st.lists(ENTRY, max_size=10), outputs=OUTPUTS)
