@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from pathlib import Path
 from typing import Any, Iterable
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 
 
@@ -52,7 +52,7 @@ def tree_digest(root: Path, exclude: Iterable[str] = ()) -> str:
 
 def data_digest(data: Any) -> str:
     """sha256 of canonical JSON (sorted keys, no spaces) of plain data."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    text = dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 

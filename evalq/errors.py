@@ -37,6 +37,14 @@ class InfrastructureError(EvalqError):
     """Something outside the agent's control failed; the attempt is an infrastructure_failure."""
 
 
+class AgentDataError(EvalqError):
+    """What the agent left cannot be stored as it is (a workspace over the limits, a file
+    that cannot be read or redacted): the run is the agent's `incorrect`, with this reason.
+
+    Raised only where agent data is refused: every other exception after the agent exits is
+    evalq's own fault and stays an infrastructure_failure."""
+
+
 class SandboxError(EvalqError):
     """The sandbox could not be started or crashed; the attempt is a grading_failure."""
 

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 
 
@@ -85,7 +86,9 @@ def write_text_atomic(path: Path, text: str | Iterable[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # an agent's text may hold a lone surrogate (a name's byte that is not UTF-8): it is
+        # written as its escape, so every file evalq writes is valid UTF-8
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.writelines([text] if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
@@ -95,4 +98,4 @@ def write_text_atomic(path: Path, text: str | Iterable[str]) -> None:
 
 def write_json_atomic(path: Path, data: Any, *, sort_keys: bool = False) -> None:
     """Indented JSON with a final newline, written atomically (locks, reports)."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+    write_text_atomic(path, dumps(data, indent=2, sort_keys=sort_keys) + "\n")

@@ -29,3 +29,37 @@ def one_line(text: Optional[str], limit: Optional[int] = None) -> str:
     if limit is not None and len(flat) > limit:
         return flat[:limit - 1] + "…"
     return flat
+
+
+def _escape_char(ch: str) -> str:
+    """A character as it shows in an escaped name: itself, or a backslash escape."""
+    if ch == "\\":
+        return "\\\\"
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (os.fsdecode's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+            else f"\\U{code:08x}"
+    return ch
+
+
+def escaped_name(name: str) -> str:
+    """A file name an agent chose, as valid UTF-8 on one line: bytes that are not UTF-8 and
+    control, format (bidi) and line-separator characters as backslash escapes, a backslash
+    doubled (so the escaped form names one file only). Names come from the file system with
+    undecodable bytes as lone surrogates, which no UTF-8 encoder or JSON database accepts."""
+    if name.isascii() and name.isprintable() and "\\" not in name:
+        return name
+    return "".join(map(_escape_char, name))
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate (a JSON \\udcff escape an agent wrote, a file name's
+    undecodable byte) as a visible escape, so it encodes as UTF-8 and any JSON parser, or
+    PostgreSQL, accepts it."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -7,12 +7,12 @@ the key mapping packet to (task, condition, run) is written outside it.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.results.store import StudyRow
 from evalq.analysis.rubric import render_rubric
@@ -104,8 +104,8 @@ def write_packets(study: StudyRow, runs: list[Run], out: Path,
         template.append(dict({"packet_id": packet_id, "rater_id": None},
                              **{f: None for f in RATER_FIELDS}))
     (out / "RUBRIC.md").write_text(sanitize(render_rubric(study.id), secrets), encoding="utf-8")
-    (out / "raters.template.jsonl").write_text("".join(json.dumps(r) + "\n" for r in template))
+    (out / "raters.template.jsonl").write_text("".join(dumps(r) + "\n" for r in template))
     key.parent.mkdir(parents=True, exist_ok=True)
-    key.write_text("".join(json.dumps(r) + "\n" for r in key_rows))
+    key.write_text("".join(dumps(r) + "\n" for r in key_rows))
     return {"packets": len(order), "packets_dir": out / "packets", "rubric": out / "RUBRIC.md",
             "key": key}

@@ -1,6 +1,8 @@
 """Per-trial exports: seed-002 JSONL rows and seed-003 results.jsonl rows.
 
-Unknown values are null, never 0 or a guess. An imported seed-003 study exports its rows as
+Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
+a negative count, from a row written before evalq checked them) is unknown too, so every row
+is strict JSON. An imported seed-003 study exports its rows as
 they were imported; a native study's rater fields are null (no rater scored them) and its
 hidden_validation_passed is the grader's verdict.
 """
@@ -9,12 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
+from evalq.workers.agents.numbers import cost_or_reason, count
 from evalq.analysis.runs import RATER_FIELDS, Run
 
 
 def _condition(study: StudyRow, name: str) -> dict[str, Any]:
     return next((c for c in study.manifest.get("conditions", []) if c.get("name") == name), {})
+
+
+def _amount(value: Any) -> Any:
+    """A duration or cost kept only when finite and non-negative."""
+    return cost_or_reason(value)[0]
 
 
 def seed002_row(study: StudyRow, run: Run) -> dict[str, Any]:
@@ -29,12 +38,13 @@ def seed002_row(study: StudyRow, run: Run) -> dict[str, Any]:
         "runtime": env.get("harness_version") or env.get("tool_version"),
         "trial": run.repetition, "skill_loaded": m.get("skill_loaded"),
         "criteria": list(counted.criteria or []) if counted else [],
-        "elapsed_seconds": m.get("duration_seconds"),
-        "input_tokens": m.get("input_tokens"), "output_tokens": m.get("output_tokens"),
+        "elapsed_seconds": _amount(m.get("duration_seconds")),
+        "input_tokens": count(m.get("input_tokens")),
+        "output_tokens": count(m.get("output_tokens")),
         "artifacts": (counted.artifacts or None) if counted else None,
         "study_id": study.id, "trial_id": run.view.trial_id, "outcome": run.outcome,
         "first_outcome": run.view.first.outcome if run.view.first else None,
-        "attempts": len(run.view.attempts), "cost_usd": m.get("cost_usd"),
+        "attempts": len(run.view.attempts), "cost_usd": _amount(m.get("cost_usd")),
     }
 
 
@@ -42,7 +52,7 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
     """seed 003's adjudicated result row for one run."""
     counted = run.view.counted
     if run.imported and counted is not None:
-        return dict((counted.grade or {}).get("row") or {})
+        return finite(dict((counted.grade or {}).get("row") or {}))  # NaN it held: null
     cond = _condition(study, run.condition)
     env = dict(study.manifest.get("environment") or {})
     env["repo_sha"] = cond.get("commit")
@@ -56,7 +66,7 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
     row.update({f: None for f in RATER_FIELDS})
     row["passed"] = run.passed
     row.update(public_validation_passed=None, hidden_validation_passed=run.passed,
-               cycle_time_seconds=m.get("duration_seconds"), adjudicated=False,
+               cycle_time_seconds=_amount(m.get("duration_seconds")), adjudicated=False,
                rater_ids=[], notes=(None if run.passed is not None else
                                     f"no valid outcome: {run.outcome or 'pending'}"))
     return row

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 
 
@@ -73,5 +74,5 @@ def write_jsonl(rows, path: str | Path) -> int:
     from evalq.fileio import write_text_atomic
 
     rows = list(rows)
-    write_text_atomic(Path(path), "".join(json.dumps(r, sort_keys=False) + "\n" for r in rows))
+    write_text_atomic(Path(path), "".join(dumps(r, sort_keys=False) + "\n" for r in rows))
     return len(rows)

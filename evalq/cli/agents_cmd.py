@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 
 import click
+from evalq.report.json_text import dumps
 
 
 @click.group()
@@ -26,7 +26,7 @@ def list_agents(as_json: bool) -> None:
                      "description": adapter.description})
     if as_json:
         for row in rows:
-            click.echo(json.dumps(row))
+            click.echo(dumps(row))
         return
     width = max(len(r["name"]) for r in rows)
     for row in rows:

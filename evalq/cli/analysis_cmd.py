@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.cli.common import STUDY, engine_and_settings, study_id_of
 from evalq.models import check_study_id
@@ -38,7 +38,7 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
     engine, _ = engine_and_settings()
     result = compare_studies(engine, baseline, candidate)
     if out:
-        write_text_atomic(Path(out), json.dumps(result, indent=2) + "\n")
+        write_text_atomic(Path(out), dumps(result, indent=2) + "\n")
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for role, name in (("baseline", baseline), ("candidate", candidate)):

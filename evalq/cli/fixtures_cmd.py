@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.cli.errors import shown_as_one_line
 from evalq.fixtures.fixture import freeze_fixture, load_fixture
@@ -123,7 +123,7 @@ def check(paths: tuple[str, ...], as_json: bool, sandbox: str | None, jobs: int)
     checks += missing
     failed = [c for c in checks if not c.ok]
     if as_json:
-        click.echo(json.dumps([c.to_json() for c in checks], indent=2))
+        click.echo(dumps([c.to_json() for c in checks], indent=2))
     else:
         _print_table(checks)
         for c in failed:
@@ -241,7 +241,7 @@ def grade(fixture: str, workspace: str, as_json: bool, sandbox: str | None) -> N
     if as_json:
         data = {"fixture": loaded.id, "digest": loaded.digest, "workspace": str(workspace),
                 **result.model_dump(mode="json")}
-        click.echo(json.dumps(data, indent=2))
+        click.echo(dumps(data, indent=2))
     else:
         from evalq.plaintext import one_line  # the code under test may have written these
 

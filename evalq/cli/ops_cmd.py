@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 import click
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.cli.common import STUDY, engine_and_settings, study_id_of
 
@@ -92,7 +92,7 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
         if as_json:
             data = dict(current.as_dict(), failure_reasons=[
                 {"outcome": o, "reason": r, "attempts": n} for o, r, n in reasons])
-            click.echo(json.dumps(data, sort_keys=True))
+            click.echo(dumps(data, sort_keys=True))
         elif watch and sys.stdout.isatty():
             click.echo("\x1b[2J\x1b[H" + text)
         else:
@@ -113,7 +113,7 @@ def studies(as_json: bool) -> None:
     engine, _ = engine_and_settings()
     rows = studies_overview(engine)
     if as_json:
-        click.echo(json.dumps(rows, sort_keys=True))
+        click.echo(dumps(rows, sort_keys=True))
         return
     if not rows:
         click.echo("no studies yet: start one with `evalq run study.toml`")

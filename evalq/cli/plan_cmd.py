@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
 import click
 
+from evalq.report.json_text import dumps
 from evalq.errors import UserError
 
 
@@ -106,7 +106,7 @@ def plan(study: str, pilot: str, effect: float, alpha: float, target_power: floa
         if record_planning(engine, manifest.id, lock["lock_digest"], lock["planning"]):
             result["recorded_in_database"] = True
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(dumps(result, indent=2))
         return
     click.echo(plan_text(result))
     if lock_path is not None:

@@ -6,10 +6,10 @@ Codex CLI and opencode's `openai` provider speak only this API. Usage follows th
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Iterator
 
+from evalq.report.json_text import dumps
 from evalq.modelserver.script import Turn
 from evalq.modelserver.wire import new_id, openai_usage, sse, with_usage
 
@@ -23,7 +23,7 @@ def _items(turn: Turn) -> list[dict[str, Any]]:
                                    "annotations": []}]})
     for call in turn.tool_calls:
         items.append({"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"),
-                      "name": call.name, "arguments": json.dumps(call.arguments),
+                      "name": call.name, "arguments": dumps(call.arguments),
                       "status": "completed"})
     return items
 

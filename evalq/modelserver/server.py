@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
+from evalq.report.json_text import dumps
 from evalq.modelserver.script import USAGE_KEYS, Script, ToolCall, Turn
 from evalq.modelserver.responses import response_object, responses_stream
 from evalq.modelserver.wire import (anthropic_message, anthropic_stream, error_body,
@@ -158,7 +159,7 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             return
 
         def _json(self, status: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
+            data = dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -8,11 +8,11 @@ each format maps it the way that provider reports it.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, Iterator
 
+from evalq.report.json_text import dumps
 from evalq.modelserver.script import Turn
 
 
@@ -41,7 +41,7 @@ def with_usage(reply: dict[str, Any], usage: dict[str, Any] | None) -> dict[str,
 
 def sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
-    body = data if isinstance(data, str) else json.dumps(data)
+    body = data if isinstance(data, str) else dumps(data)
     return f"{head}data: {body}\n\n".encode()
 
 
@@ -94,7 +94,7 @@ def anthropic_stream(turn: Turn, model: str) -> Iterator[bytes]:
                                               "content_block": {**block, "input": {}}})
             yield sse("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "input_json_delta",
-                                                        "partial_json": json.dumps(
+                                                        "partial_json": dumps(
                                                             block["input"])}})
         yield sse("content_block_stop", {"type": "content_block_stop", "index": index})
     delta: dict[str, Any] = {"type": "message_delta",
@@ -130,7 +130,7 @@ def openai_usage(usage: dict[str, Any], api: str = "chat") -> dict[str, Any] | N
 
 def _openai_calls(turn: Turn) -> list[dict[str, Any]]:
     return [{"id": new_id("call_"), "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+             "function": {"name": c.name, "arguments": dumps(c.arguments)}}
             for c in turn.tool_calls]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from typing import Any, Iterable, Mapping, Optional
+from evalq.report.json_text import dumps
 
 
 def flatten(env: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -32,7 +33,7 @@ def differing_fields(environments: Iterable[Optional[Mapping[str, Any]]]) -> dic
     keys = sorted({k for flat in flats for k in flat})
     result: dict[str, list] = {}
     for key in keys:
-        values = {json.dumps(flat.get(key), sort_keys=True) for flat in flats}
+        values = {dumps(flat.get(key), sort_keys=True) for flat in flats}
         if len(values) > 1:
             result[key] = [json.loads(v) for v in sorted(values)]
     return result
@@ -52,7 +53,7 @@ def study_environment_flag(attempts: Iterable[Any]) -> Optional[dict]:
     for key in fields:
         hosts: dict[str, set[str]] = {}
         for row in rows:
-            value = json.dumps(flatten(row.worker_env).get(key), sort_keys=True)
+            value = dumps(flatten(row.worker_env).get(key), sort_keys=True)
             hosts.setdefault(value, set()).add(row.worker_host or "unknown")
         by_field[key] = {v: sorted(h) for v, h in hosts.items()}
     return {"differing_fields": fields, "hosts_by_value": by_field}

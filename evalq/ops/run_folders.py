@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import Optional
 
+from evalq.report.json_text import dumps
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.graders.sandbox.scratch import unmount
 from evalq.safe_read import read_left
@@ -39,7 +40,7 @@ def record_owner(folder: Path) -> None:
     """Write who made the folder (this process), so a sweep can tell when it is orphaned."""
     owner = {"host": socket.gethostname(), "pid": os.getpid(),
              "start": process_start(os.getpid())}
-    (folder / OWNER_FILE).write_text(json.dumps(owner))
+    (folder / OWNER_FILE).write_text(dumps(owner))
 
 
 def _orphaned(folder: Path, host: str) -> bool:

@@ -1,4 +1,10 @@
-"""`json.dumps(obj, indent=2)`, byte for byte, at the C encoder's speed.
+"""Every JSON text evalq writes, strict: `dumps`, and `json.dumps(obj, indent=2)` byte for byte
+at the C encoder's speed (`indented_pieces`).
+
+Strict means any parser reads it: NaN and the infinities are refused (ValueError) rather than
+written as the bare words no JSON parser but Python's accepts, and a lone surrogate (an agent's
+file name with a byte that is not UTF-8, a \\udcff escape in its own JSON) is written as the
+visible text \\udcff, since a strict parser or PostgreSQL refuses it as an escape.
 
 With an indent, the standard library falls back to its pure-Python encoder: for a report of
 100,000 trial rows that is most of the report's time, and its list of millions of text pieces
@@ -12,6 +18,8 @@ tests/report/test_json_text.py compares the two.
 from __future__ import annotations
 
 import json
+import math
+import re
 from itertools import chain
 from typing import Any, Iterator, Optional
 
@@ -36,7 +44,7 @@ def _c_encoder(level: int, indent: int):
     key = level * indent
     if key not in _encoders:
         _encoders[key] = c_make_encoder(None, _default, json.encoder.encode_basestring_ascii,
-                                        None, ": ", ",\n" + " " * key, False, False, True)
+                                        None, ": ", ",\n" + " " * key, False, False, False)
     return _encoders[key]
 
 
@@ -152,14 +160,62 @@ def _orjson_rows(rows: list[dict], level: int, floats: bool) -> Optional[str]:
 _INF = float("inf")
 
 
+#: a backslash escape of JSON text: a surrogate pair (kept), a lone surrogate, any other
+_ESCAPE = re.compile(r"\\(?:ud[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|u(d[89a-f][0-9a-f]{2})|.)")
+
+
+def _lone_as_text(match: re.Match) -> str:
+    return match.group(0) if match.group(1) is None else "\\\\u" + match.group(1)
+
+
+def valid_escapes(text: str) -> str:
+    """ASCII JSON text with every lone-surrogate escape made the literal text it showed
+    (the escaped backslashes before it are consumed as escapes of their own)."""
+    return _ESCAPE.sub(_lone_as_text, text) if "\\ud" in text else text
+
+
+def finite(value: Any) -> Any:
+    """A copy of JSON-like data read from an agent, NaN and the infinities (which Python's
+    parser accepts) made None, so that strict dumps can write it; iterative, as agent data
+    may nest as deep as its parser allowed."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, key = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            item = None
+        elif isinstance(item, dict):
+            copy: Any = dict.fromkeys(item)  # the keys in their order, filled below
+            stack.extend((v, copy, k) for k, v in item.items())
+            item = copy
+        elif isinstance(item, (list, tuple)):
+            copy = [None] * len(item)
+            stack.extend((v, copy, i) for i, v in enumerate(item))
+            item = copy
+        parent[key] = item
+    return root[0]
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    """json.dumps, strict: ASCII, NaN and infinities refused, lone surrogates as text."""
+    kwargs.pop("ensure_ascii", None)
+    return valid_escapes(json.dumps(obj, allow_nan=False, **kwargs))
+
+
 def indented_pieces(obj: Any, indent: int = 2) -> Iterator[str]:
-    """json.dumps(obj, indent=indent) as consecutive pieces of text."""
+    """dumps(obj, indent=indent) as consecutive pieces of text (each whole JSON tokens, so
+    an escape is never cut between two)."""
     if c_make_encoder is None:
-        yield json.dumps(obj, indent=indent)
+        yield dumps(obj, indent=indent)
         return
-    yield from _encode(obj, 0, indent)
+    for piece in _encode(obj, 0, indent):
+        yield valid_escapes(piece)
 
 
 def dumps_indented(obj: Any, indent: int = 2) -> str:
-    """Exactly json.dumps(obj, indent=indent) (ensure_ascii, NaN allowed, insertion order)."""
+    """Exactly dumps(obj, indent=indent) (ensure_ascii, NaN refused, insertion order)."""
     return "".join(indented_pieces(obj, indent))

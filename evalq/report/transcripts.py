@@ -18,6 +18,7 @@ from evalq.analysis.agent_errors import agent_error, describe_exit
 from evalq.artifacts import open_store
 from evalq.fileio import write_text_atomic
 from evalq.results.store import latest_attempts
+from evalq.report.json_text import dumps, finite
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 STYLE = """
@@ -31,7 +32,7 @@ MAX_TEXT = 20_000
 
 
 def _pre(text: Any) -> str:
-    text = text if isinstance(text, str) else json.dumps(text, indent=1, default=str)
+    text = text if isinstance(text, str) else dumps(finite(text), indent=1, default=str)
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT:,} more characters)"
     return f"<pre>{escape(text)}</pre>"

@@ -7,7 +7,7 @@ from typing import Any
 
 from evalq.fileio import write_text_atomic
 from evalq.report.html import render_html
-from evalq.report.json_text import indented_pieces
+from evalq.report.json_text import finite, indented_pieces
 from evalq.report.markdown import render_markdown
 
 
@@ -15,6 +15,16 @@ def json_pieces(report: dict[str, Any]):
     """report.json as pieces of text: written as they come, never held whole (bench/ report)."""
     yield from indented_pieces(report, indent=2)
     yield "\n"
+
+
+def _write_json(path: Path, report: dict[str, Any]) -> None:
+    """report.json, strict. A number that is no number (a NaN kept by a row written before
+    evalq checked an agent's counts) is unavailable: written null, in a second pass taken
+    only then, so the usual report is encoded once."""
+    try:
+        write_text_atomic(path, json_pieces(report))
+    except ValueError:
+        write_text_atomic(path, json_pieces(finite(report)))
 
 
 RENDERERS = {
@@ -32,8 +42,10 @@ def write_reports(report: dict[str, Any], out_dir: Path,
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        text = render_html(report, links) if fmt == "html" else \
-            json_pieces(report) if fmt == "json" else RENDERERS[fmt](report)
-        write_text_atomic(path, text)
+        if fmt == "json":
+            _write_json(path, report)
+        else:
+            write_text_atomic(path, render_html(report, links) if fmt == "html"
+                              else RENDERERS[fmt](report))
         paths[fmt] = path
     return paths

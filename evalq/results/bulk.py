@@ -12,13 +12,13 @@ NOTHING. `copy_rows` is the straight COPY, for append-only tables (events).
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from typing import Any, Sequence
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
+from evalq.report.json_text import dumps
 
 CHUNK = 5000
 
@@ -111,7 +111,7 @@ def _copy_text(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, (dict, list)):  # a JSON column; COPY parses its text
-        value = json.dumps(value)
+        value = dumps(value)
     if not isinstance(value, str):
         raise TypeError(f"bulk insert takes str, int, float, bool, None or JSON (dict, list), "
                         f"not {type(value)}")

@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from sqlalchemy.exc import DBAPIError
 
+from evalq.report.json_text import dumps
 from evalq.queue.outage import Outage, broker_errors, pauses
 from evalq.results.batch import Failed
 from evalq.results.service import (MAX_RETRIES, RETRY_BACKOFF, RETRY_BACKOFF_MAX,
@@ -207,7 +208,7 @@ class ResultsDrain:
                 self.client.pipeline().zadd(self.channel.unacked_index_key,
                                             {delivery.tag: time.time()}).hset(
                     self.channel.unacked_key, delivery.tag,
-                    json.dumps([delivery.message, *_route(delivery.message)])).execute()
+                    dumps([delivery.message, *_route(delivery.message)])).execute()
                 return [delivery] + self._take(timeout=0)
         return [parse(key.decode(), raw) for key, raw in taken or []]
 
@@ -254,11 +255,11 @@ class ResultsDrain:
         label = f"{delivery.payload.get('trial_id')}#{delivery.payload.get('attempt')}"
         if isinstance(error, DBAPIError) and retries < MAX_RETRIES:
             countdown = min(RETRY_BACKOFF_MAX, RETRY_BACKOFF * 2 ** retries)
-            again = json.loads(json.dumps(delivery.message))
+            again = json.loads(dumps(delivery.message))
             eta = datetime.now(timezone.utc) + timedelta(seconds=countdown)
             again["headers"].update(retries=retries + 1, eta=eta.isoformat())
             again["properties"]["delivery_tag"] = str(uuid.uuid4())
-            pipe.lpush(delivery.key, json.dumps(again))
+            pipe.lpush(delivery.key, dumps(again))
             log.warning("result %s: retry %d in %ss: %s", label, retries + 1, countdown, text)
             self.events.send("task-retried", uuid=delivery.headers.get("id"), exception=text,
                              traceback="")

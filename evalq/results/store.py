@@ -24,6 +24,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
+from evalq.plaintext import valid_text
+from evalq.report.json_text import dumps
 from evalq.results.bulk import copy_rows, insert_missing
 from evalq.results.schema import add_missing
 from evalq.errors import UserError
@@ -130,10 +132,13 @@ TERMINAL_STATES = ("done", "cancelled")
 
 @lru_cache(maxsize=8)
 def get_engine(url: str) -> Engine:
-    """One engine per URL per process; SQLite in WAL mode so several processes can share it."""
+    """One engine per URL per process; SQLite in WAL mode so several processes can share it.
+    JSON columns are written strict (evalq.report.json_text.dumps): what a row holds, any
+    parser and PostgreSQL read back."""
     url = normalized_database_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
+                               json_serializer=dumps)
 
         @event.listens_for(engine, "connect")
         def _pragmas(conn, _record):  # noqa: ANN001
@@ -143,7 +148,8 @@ def get_engine(url: str) -> Engine:
             cursor.execute("PRAGMA busy_timeout=60000")
             cursor.close()
     else:  # psycopg2 sends an INSERT without RETURNING row by row unless batched explicitly
-        engine = create_engine(url, pool_pre_ping=True, executemany_mode="values_plus_batch")
+        engine = create_engine(url, pool_pre_ping=True, executemany_mode="values_plus_batch",
+                               json_serializer=dumps)
     return engine
 
 
@@ -575,6 +581,9 @@ def _result_row(payload: dict[str, Any], now: float) -> dict[str, Any]:
     row = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
                study_id=payload["study_id"], claims=0, regrades=0)
     row.update({k: payload.get(k) for k in RESULT_FIELDS if k in payload})
+    for key in ("reason", "worker_host"):  # text an agent's output may have reached
+        if isinstance(row.get(key), str):
+            row[key] = valid_text(row[key])
     row.update(state="done", lease_expires_at=None, updated_at=now)
     return row
 

@@ -6,11 +6,15 @@ A value shorter than MIN_SECRET characters is not treated as a secret (it would 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+from evalq.errors import AgentDataError
 from evalq.fixtures.archive import MAX_WORKSPACE_BYTES, WorkspaceTooLarge
+from evalq.plaintext import escaped_name
 from evalq.treewalk import walk
 
 from evalq.workers.secrets import secret_values
@@ -51,11 +55,14 @@ class Redactor:
         return value
 
     def tree(self, root: Path, limit: int = MAX_WORKSPACE_BYTES) -> list[str]:
-        """Rewrite, in place, every regular file under root that holds a secret; returns them.
+        """Rewrite, in place, every regular file under root that holds a secret; returns
+        their names (escaped, valid UTF-8).
 
         Past `limit` bytes of files it stops with WorkspaceTooLarge, as packing the workspace
         would: an agent's tree of huge sparse files costs no disk, and reading it all here
-        would hold the worker for hours."""
+        would hold the worker for hours. A file it cannot read is left (packing drops it as
+        unreadable too); one holding a secret it cannot rewrite is removed, and if even that
+        fails the workspace is refused (AgentDataError): a credential is never stored."""
         changed: list[str] = []
         if not self:
             return changed
@@ -67,14 +74,50 @@ class Redactor:
             total += entry.st.st_size
             if total > limit:
                 raise WorkspaceTooLarge(f"workspace over {limit} bytes of files "
-                                        f"(at {entry.name[:120]})")
-            path = Path(entry.path)
-            data = path.read_bytes()
+                                        f"(at {escaped_name(entry.name)[:120]})")
+            data = read_regular(entry.path, limit)
+            if data is None:
+                continue
             clean = self.data(data)
             if clean != data:
-                path.write_bytes(clean)
-                changed.append(entry.name)
+                _rewrite(entry.path, entry.name, clean)
+                changed.append(escaped_name(entry.name))
         return changed
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes (at most `limit` + 1), never following a link or opening a FIFO
+    or device put in its place; None when it cannot be read (mode 000, replaced)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return handle.read(limit + 1)
+        except OSError:
+            return None
+
+
+def _rewrite(path: str, name: str, clean: bytes) -> None:
+    """Write the redacted bytes over the file (made writable first: the agent may have left it
+    read-only), else remove it; AgentDataError when neither can be done."""
+    try:
+        os.chmod(path, 0o600, follow_symlinks=False)
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(clean)
+        return
+    except OSError:
+        pass
+    try:
+        os.unlink(path)
+    except OSError as exc:
+        raise AgentDataError(f"a workspace file holding a credential can be neither "
+                             f"redacted nor removed ({escaped_name(name)[:120]}: "
+                             f"{exc.strerror})") from None
 
 
 def default_redactor() -> Redactor:

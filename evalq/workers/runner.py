@@ -7,20 +7,22 @@ lease and leaves without doing anything.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 import uuid
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
-from evalq.errors import InfrastructureError
+from evalq.errors import AgentDataError, InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
-from evalq.fixtures.archive import WorkspaceTooLarge, pack_workspace
+from evalq.fixtures.archive import pack_workspace
+from evalq.plaintext import valid_text
+from evalq.report.json_text import dumps, finite
 from evalq.models import StudyManifest
 from evalq.study.budgets import effective_limits
 from evalq.ops.run_folders import record_owner
@@ -29,6 +31,7 @@ from evalq.queue.outage import BrokerUnavailable
 from evalq.results.lease import Heartbeat
 from evalq.results.store import claim, is_cancelled, mark_state, read_study, ready_engine
 from evalq.workers.agents.base import TOO_LARGE, AgentContext
+from evalq.workers.agents.numbers import sane_metrics
 from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
@@ -201,17 +204,11 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             return "cancelled"
         if stop.reason == "lease lost":
             return "lease lost to another worker"
-        too_large = result.extra.get(TOO_LARGE)  # redaction stopped at the limit
-        if too_large is None:
-            try:
-                artifacts = _store_artifacts(store, fixture, profile, result)
-            except WorkspaceTooLarge as exc:
-                too_large = str(exc)
-        if too_large is not None:  # what the agent left breaks the limit: its doing
-            artifacts = _store_artifacts(store, fixture, profile, result, workspace=False)
+        artifacts, refused = stored_run(store, fixture, profile, result)
+        if refused is not None:  # what the agent left cannot be stored: its doing
             _send("evalq.record_result", result_payload(
                 ref, **common, agent_finished_at=time.time(), outcome="incorrect",
-                reason=f"not graded: {too_large}; the agent's workspace is over evalq's limit",
+                reason=f"not graded: {refused}; the agent's workspace is not stored",
                 metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts))
             return "incorrect"
         finished = time.time()
@@ -239,8 +236,13 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
                       lease_expires_at=time.time())
         log.warning("%s left pending for the sweeps to send again: %s", label, exc)
         return "left pending: broker unavailable"
-    except Exception as exc:  # whatever failed, the attempt ends recorded with its reason
-        reason = f"{type(exc).__name__}: {exc}"
+    except AgentDataError as exc:  # the agent's data, refused past the workspace: its outcome
+        log.warning("%s: the agent's output is refused: %s", label, exc)
+        _send("evalq.record_result", result_payload(ref, **common, outcome="incorrect",
+                                                     reason=f"not graded: {exc}"))
+        return "incorrect"
+    except Exception as exc:  # evalq's own fault: the attempt ends recorded with its reason
+        reason = valid_text(f"{type(exc).__name__}: {exc}")
         log.warning("infrastructure failure in %s: %s", label, reason)
         _send("evalq.record_result", result_payload(ref, **common, outcome=
                                                      "infrastructure_failure", reason=reason))
@@ -251,25 +253,56 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             profile.cleanup()
 
 
+def stored_run(store, fixture, profile, result) -> tuple[dict, str | None]:
+    """The run's artifacts by reference, and why its workspace was refused (None: stored).
+
+    Everything here is the agent's data: a workspace that cannot be stored (over the limits,
+    a credential that cannot be redacted) is refused with the reason, which makes the attempt
+    the agent's `incorrect`; its output streams, transcript and metrics are stored still."""
+    result.metrics = sane_metrics(result.metrics)  # the gateway's and the price's too
+    refused = result.extra.get(TOO_LARGE)  # redaction stopped at the limit
+    if refused is None:
+        try:
+            return _store_artifacts(store, fixture, profile, result), None
+        except AgentDataError as exc:
+            refused = str(exc)
+    return _store_artifacts(store, fixture, profile, result, workspace=False), refused
+
+
 def _store_artifacts(store, fixture, profile, result, workspace: bool = True) -> dict:
     """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference;
     without the workspace and its diff for one over the size limit."""
     refs = {}
     if workspace:
-        refs["workspace"] = store.put(pack_workspace(profile.workspace))
+        with agent_data("the workspace"):
+            packed = pack_workspace(profile.workspace)
+        refs["workspace"] = store.put(packed)
         # The fixture's own workspace folder is the initial state (checked against its digest
         # when the fixture was loaded), so the diff needs no second copy of it.
-        refs["diff"] = store.put(workspace_diff(fixture.workspace_dir,
-                                                profile.workspace).encode())
+        with agent_data("the workspace diff"):
+            diff = workspace_diff(fixture.workspace_dir, profile.workspace).encode()
+        refs["diff"] = store.put(diff)
     refs["stdout"] = store.put(result.stdout)
     refs["stderr"] = store.put(result.stderr)
     if result.transcript is not None:
         refs["transcript"] = store.put(result.transcript)
     if result.final_report is not None:
-        refs["final_report"] = store.put(result.final_report.encode())
-    refs["metrics"] = store.put(json.dumps(result.metrics.model_dump(mode="json"),
-                                           sort_keys=True).encode())
+        refs["final_report"] = store.put(valid_text(result.final_report).encode())
+    refs["metrics"] = store.put(dumps(result.metrics.model_dump(mode="json"),
+                                      sort_keys=True).encode())
     if result.extra.get("wire_records") is not None:  # the gateway's record of every request
-        refs["wire"] = store.put("".join(json.dumps(r, sort_keys=True) + "\n"
+        refs["wire"] = store.put("".join(dumps(finite(r), sort_keys=True, default=str) + "\n"
                                          for r in result.extra["wire_records"]).encode())
     return refs
+
+
+@contextmanager
+def agent_data(what: str) -> Iterator[None]:
+    """Reading the agent's tree into `what`: a value error there (text that will not encode,
+    a tree past the recursion limit) is the agent's data refused, not evalq's failure. The
+    artifact store's own errors (a full disk) happen outside and stay evalq's."""
+    try:
+        yield
+    except (UnicodeError, ValueError, RecursionError, OverflowError) as exc:
+        raise AgentDataError(f"{what} cannot be stored ({type(exc).__name__}: "
+                             f"{valid_text(str(exc))[:200]})") from exc

@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 from evalq.analysis.agent_errors import stderr_tail
 from evalq.analysis.pinning import allowed_models
-from evalq.fixtures.archive import WorkspaceTooLarge
+from evalq.errors import AgentDataError
 from evalq.fixtures.fixture import Fixture
 from evalq.models import Budgets, Condition, Limits, RunMetrics
 from evalq.config import load_settings
@@ -34,6 +34,8 @@ from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse
 from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
 from evalq.workers.agents.locate import find_executable
+from evalq.workers.agents.numbers import sane_metrics
+from evalq.plaintext import escaped_name, valid_text
 
 OUTPUT_LIMIT = 64 * 1024 * 1024
 log = logging.getLogger("evalq.worker")
@@ -105,6 +107,18 @@ def unreadable(proc: ProcResult, exc: Exception) -> AgentResult:
     metrics = RunMetrics(unreported={name: why for name in UNREADABLE_FIELDS})
     return AgentResult(exit_code=proc.exit_code, timed_out=False,
                        stop_reason="unreadable output", metrics=metrics)
+
+
+def as_data(result: AgentResult) -> AgentResult:
+    """What the adapter read, as values evalq can store: numbers checked (NaN, negative or
+    huge counts unavailable with the reason), texts valid UTF-8 (an agent's JSON may hold
+    lone surrogates, which no database takes)."""
+    result.metrics = sane_metrics(result.metrics)
+    if result.stop_reason is not None:
+        result.stop_reason = valid_text(str(result.stop_reason))
+    if result.final_report is not None:
+        result.final_report = valid_text(str(result.final_report))
+    return result
 
 
 #: the counts an unreadable output leaves unknown
@@ -212,7 +226,7 @@ class AgentAdapter(ABC):
     def _parsed(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         """parse, or `unreadable` when the output breaks it (it is the agent's output)."""
         try:
-            return self.parse(ctx, proc)
+            return as_data(self.parse(ctx, proc))
         except Exception as exc:  # noqa: BLE001 - any output an adapter cannot read
             log.warning("%s: output unreadable, graded without its usage: %s", self.name, exc)
             return unreadable(proc, exc)
@@ -308,8 +322,9 @@ def reclaim_workspace(workspace: Path) -> Optional[str]:
         return "nothing"
     if stat.S_ISDIR(st.st_mode):
         return None
-    what = f"a symlink to {os.readlink(workspace)[:200]}" if stat.S_ISLNK(st.st_mode) \
-        else "a file that is no folder"
+    what = "a file that is no folder"
+    if stat.S_ISLNK(st.st_mode):
+        what = f"a symlink to {escaped_name(os.readlink(workspace))[:200]}"
     os.unlink(workspace)
     workspace.mkdir()
     return what
@@ -360,7 +375,7 @@ def redact_result(result: AgentResult, redactor: Redactor, workspace: Path) -> A
     if workspace.exists():
         try:
             redactor.tree(workspace)
-        except WorkspaceTooLarge as exc:  # left half redacted: the runner stores none of it
+        except AgentDataError as exc:  # left half redacted: the runner stores none of it
             result.extra[TOO_LARGE] = str(exc)
     return result
 

@@ -8,9 +8,9 @@ allowed_tools, permission_mode, max_turns, instructions, skill_dir, extra_args, 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
+from evalq.report.json_text import dumps
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
@@ -69,7 +69,7 @@ class ClaudeCode(AgentAdapter):
     def prepare(self, ctx: AgentContext) -> None:
         config = ctx.profile.home / ".claude"
         config.mkdir(parents=True, exist_ok=True)
-        (config / "settings.json").write_text(json.dumps(
+        (config / "settings.json").write_text(dumps(
             {"env": dict(self.quiet_env), "includeCoAuthoredBy": False}, indent=2))
         if ctx.settings.get("instructions"):
             (config / "CLAUDE.md").write_text(ctx.settings["instructions"])

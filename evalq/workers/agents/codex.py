@@ -10,9 +10,9 @@ Settings: base_url, model, wire_api, sandbox, extra_args, executable.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
+from evalq.report.json_text import dumps
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
@@ -32,7 +32,7 @@ def toml_dumps(config: dict[str, Any], prefix: str = "") -> str:
         if isinstance(value, dict):
             tables.append((key, value))
         else:
-            lines.append(f"{key} = {json.dumps(value)}")
+            lines.append(f"{key} = {dumps(value)}")
     text = "\n".join(lines) + ("\n" if lines else "")
     for key, value in tables:
         name = f"{prefix}{key}"

@@ -3,9 +3,11 @@
 settings.argv is a list; each item may hold {prompt}, {prompt_file}, {workspace}, {model},
 {model_url} (the model endpoint: the sandbox's door when sealed), {output_dir} and {agent_dir}
 (the condition's agent source, read-only; argv[0] may be a program in it). The command runs
-with the workspace as its working directory. If the command writes {output_dir}/usage.json (keys input_tokens, output_tokens,
-cache_read_tokens, cache_write_tokens, cost_usd, tool_calls, tool_failures, turns), those
-numbers are used; otherwise they are unavailable. {output_dir}/report.txt, if written, is the
+with the workspace as its working directory. If the command writes {output_dir}/usage.json
+(keys input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+tool_calls, tool_failures, turns), those numbers are used; otherwise they are unavailable, and
+so is one that is no count or cost (NaN, negative, huge, text: evalq.workers.agents.numbers),
+its reason in `unreported`. {output_dir}/report.txt, if written, is the
 final report. settings.credential_env lists the credential variables to pass on. Its
 trajectory holds the task, the command's output and the report: a generic command has no
 tool calls evalq can see, and no skill activation (null).
@@ -21,7 +23,7 @@ from evalq.proc import ProcResult
 from evalq.safe_read import read_left
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
-from evalq.workers.agents.streams import opt_int
+from evalq.workers.agents.numbers import cost_or_reason, count_or_reason
 from evalq.workers.sandbox.paths import install_paths
 from evalq.workers.agents.trajectory import Step, build, encode
 
@@ -103,13 +105,10 @@ class CommandTemplate(AgentAdapter):
         raw = read_left(ctx.profile.root, out / "usage.json", MAX_USAGE_BYTES)
         try:
             usage = json.loads(raw) if raw is not None else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             usage = None
         if isinstance(usage, dict):
-            for key in COUNTS:
-                setattr(metrics, key, opt_int(usage.get(key)))
-            if isinstance(usage.get("cost_usd"), (int, float)):
-                metrics.reported_cost_usd = float(usage["cost_usd"])
+            metrics.unreported = _usage_numbers(usage, metrics) or None
         raw = read_left(ctx.profile.root, out / "report.txt", MAX_REPORT_BYTES)
         report = raw.decode("utf-8", "replace") if raw is not None else None
         steps = [Step("user", message=ctx.prompt),
@@ -121,3 +120,18 @@ class CommandTemplate(AgentAdapter):
         return AgentResult(exit_code=proc.exit_code, timed_out=False,
                            stop_reason="exit" if proc.exit_code == 0 else f"exit {proc.exit_code}",
                            metrics=metrics, transcript=encode(trajectory), final_report=report)
+
+
+def _usage_numbers(usage: dict[str, Any], metrics: RunMetrics) -> dict[str, str]:
+    """Set the counts and cost usage.json gives; returns why each one it gives is not kept
+    (NaN, negative, huge, not a number)."""
+    reasons = {}
+    for key in COUNTS:
+        value, why = count_or_reason(usage.get(key))
+        setattr(metrics, key, value)
+        if why:
+            reasons[key] = f"usage.json's value is {why}"
+    metrics.reported_cost_usd, why = cost_or_reason(usage.get("cost_usd"))
+    if why:
+        reasons["reported_cost_usd"] = f"usage.json's cost_usd is {why}"
+    return reasons

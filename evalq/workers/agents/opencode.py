@@ -13,9 +13,9 @@ Settings: base_url, model (provider/model), api ("chat" | "responses"), extra_ar
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
+from evalq.report.json_text import dumps
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
@@ -83,7 +83,7 @@ class OpenCode(AgentAdapter):
             config["provider"] = {provider: {
                 "npm": PROVIDER_PACKAGES[ctx.settings.get("api", "chat")], "name": provider,
                 "options": options, "models": {model: {"name": model}}}}
-        (folder / "opencode.json").write_text(json.dumps(config, indent=2))
+        (folder / "opencode.json").write_text(dumps(config, indent=2))
         source = skill_source(ctx.settings.get("skill_dir") or ctx.condition.skill)
         if source is not None:
             install_skill(source, folder / "skill")

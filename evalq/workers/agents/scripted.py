@@ -21,15 +21,16 @@ Settings (condition.settings):
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from evalq.report.json_text import dumps
 from evalq.errors import InfrastructureError
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
+from evalq.workers.agents.numbers import cost_or_reason, count_or_reason
 from evalq.workers.agents.streams import jsonl_events
 from evalq.workers.sandbox.paths import evalq_python_paths
 from evalq.workers.agents.trajectory import Step, build, encode, skill_loaded
@@ -72,7 +73,7 @@ class ScriptedAgent(AgentAdapter):
             plan["overlay"] = str(ctx.fixture.solution_dir(plan["solution"]))
         if ctx.condition.skill:
             plan["skill_path"] = ctx.condition.skill
-        return [sys.executable, "-m", "evalq.workers.agents.scripted_process", json.dumps(plan)]
+        return [sys.executable, "-m", "evalq.workers.agents.scripted_process", dumps(plan)]
 
     def readonly_paths(self, ctx: AgentContext) -> list[Path]:
         """The interpreter, its venv and the evalq package; the one overlay it applies."""
@@ -86,20 +87,28 @@ class ScriptedAgent(AgentAdapter):
     def parse(self, ctx: AgentContext, proc: ProcResult) -> AgentResult:
         events = jsonl_events(proc.stdout)
         final = next((e for e in reversed(events) if e.get("type") == "result"), {})
-        usage = final.get("usage") or {}
-
-        metrics = RunMetrics(**{k: usage.get(k) for k in USAGE_KEYS})
+        usage = final.get("usage") if isinstance(final.get("usage"), dict) else {}
+        metrics = RunMetrics()
+        reasons = {}
+        for key in USAGE_KEYS:
+            value, why = count_or_reason(usage.get(key))
+            setattr(metrics, key, value)
+            if why:
+                reasons[key] = f"the reported value is {why}"
         trajectory = build(self.name, None, ctx.model, _steps(ctx.prompt, events),
                            usage_scope="turn")
         # Activation as the trace shows it: a skill call, or none although one was installed.
         loaded = skill_loaded(trajectory, ctx.condition.skill)
         metrics.skill_loaded = loaded if (ctx.condition.skill or loaded) else None
-        if usage.get("cost_usd") is not None:
-            metrics.reported_cost_usd = usage["cost_usd"]
+        metrics.reported_cost_usd, why = cost_or_reason(usage.get("cost_usd"))
+        if why:
+            reasons["reported_cost_usd"] = f"the reported value is {why}"
+        metrics.unreported = reasons or None
         stop = final.get("stop_reason") or ("exit" if proc.exit_code == 0 else "error")
-        return AgentResult(exit_code=proc.exit_code, timed_out=False, stop_reason=stop,
+        report = final.get("report")
+        return AgentResult(exit_code=proc.exit_code, timed_out=False, stop_reason=str(stop),
                            metrics=metrics, transcript=encode(trajectory),
-                           final_report=final.get("report"))
+                           final_report=None if report is None else str(report))
 
 
 def _steps(prompt: str, events: list[dict[str, Any]]) -> list[Step]:

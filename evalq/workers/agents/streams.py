@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Optional
 
+from evalq.workers.agents.numbers import count
+
 
 def jsonl_events(data: bytes) -> list[dict[str, Any]]:
     """Every line of `data` that is a JSON object; other lines (banners, logs) are skipped."""
@@ -23,12 +25,9 @@ def jsonl_events(data: bytes) -> list[dict[str, Any]]:
 
 
 def opt_int(value: Any) -> Optional[int]:
-    """An int from a reported number; None for anything missing or not a number."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    return None
+    """A count from a reported number; None for anything missing or not a count (NaN, a
+    negative or absurdly large number, text): evalq.workers.agents.numbers."""
+    return count(value)
 
 
 def opt_sum(values: Iterable[Optional[int]]) -> Optional[int]:

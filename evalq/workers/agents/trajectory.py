@@ -9,11 +9,12 @@ the agent's output has none; tool results carry `is_error`; `final_metrics` is l
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
+from evalq.report.json_text import dumps, finite
+from evalq.workers.agents.numbers import count
 from evalq.workers.agents.skill_install import loaded_from_tool_calls
 
 SCHEMA_VERSION = "ATIF-v1.4"
@@ -27,7 +28,11 @@ def iso_time(value: Any) -> Optional[str]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     seconds = value / 1000 if value > 1e11 else value
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+    try:  # the agent's number: NaN, or a year past 9999, is no time
+        moment = datetime.fromtimestamp(seconds, timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 @dataclass
@@ -47,7 +52,7 @@ class Step:
                                 else {"input": arguments}})
 
     def result(self, call_id: str, content: Any, is_error: bool = False) -> None:
-        text = content if isinstance(content, str) else json.dumps(content, default=str)
+        text = content if isinstance(content, str) else dumps(finite(content), default=str)
         self.results.append({"source_call_id": str(call_id), "content": text,
                              "is_error": bool(is_error)})
 
@@ -66,7 +71,7 @@ def build(agent: str, version: Optional[str], model: Optional[str], steps: Itera
         if step.results:
             item["observation"] = {"results": step.results}
         if step.usage is not None:
-            item["metrics"] = {k: step.usage.get(k) for k in USAGE_FIELDS}
+            item["metrics"] = {k: count(step.usage.get(k)) for k in USAGE_FIELDS}
         out.append(item)
     return {"schema_version": SCHEMA_VERSION, "session_id": session_id,
             "agent": {"name": agent, "version": version, "model_name": model},
@@ -74,7 +79,8 @@ def build(agent: str, version: Optional[str], model: Optional[str], steps: Itera
 
 
 def encode(trajectory: dict[str, Any]) -> bytes:
-    return json.dumps(trajectory, indent=1, default=str).encode()
+    """Strict JSON: the agent's own values (tool arguments) may hold NaN, written as null."""
+    return dumps(finite(trajectory), indent=1, default=str).encode()
 
 
 def tool_calls(trajectory: dict[str, Any]) -> list[dict[str, Any]]:

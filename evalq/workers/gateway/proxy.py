@@ -7,7 +7,6 @@ budget, answered by the provider (any status, passed through unchanged), or fail
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import aiohttp
 from aiohttp import web
 
+from evalq.report.json_text import dumps
 from evalq.workers.gateway import usage as wire_usage
 from evalq.workers.gateway.headers import agent_headers, upstream_headers
 from evalq.workers.gateway.records import Record
@@ -45,7 +45,7 @@ def error_response(status: int, kind: str, message: str, budget: Optional[str] =
         "type": kind, "code": kind, "message": f"evalq gateway: {message}"}}
     if budget:
         body["budget"] = budget
-    return web.Response(status=status, body=json.dumps(body).encode(), headers={
+    return web.Response(status=status, body=dumps(body).encode(), headers={
         "Content-Type": "application/json", "x-evalq-gateway": kind,
         "x-should-retry": "true" if retry else "false"})
 
