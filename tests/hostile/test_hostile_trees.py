@@ -21,6 +21,7 @@ import pytest
 from evalq.graders.grade import grade_workspace
 from evalq.graders.sandbox.cleanup import remove_tree
 from evalq.models import Outcome
+from evalq.unix_sockets import bound_unix_socket
 from test_hostile_solutions import backend, grading_tmp, leftovers, make_fixture  # noqa: F401
 
 DEPTH_AT_PACKING = 1500
@@ -62,8 +63,7 @@ def test_trees_the_agent_left_are_dropped_and_named(backend, tmp_path):
     ws = tmp_path / "agent-workspace"
     ws.mkdir()
     (ws / "app.py").write_text("def attack():\n    return True\n")
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(ws / "agent.sock"))
+    listener = bound_unix_socket(ws / "agent.sock")  # any basetemp's length
     os.mkfifo(ws / "pipe")
     os.mknod(ws / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
     os.mknod(ws / "loop", stat.S_IFBLK | 0o600, os.makedev(7, 0))
