@@ -120,7 +120,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
             check_model(gateway, run, facts.model)
         record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
         record.retry = run.seen_before(request.method, url, body)
-        asked = usage_requested(record.wire, body)
+        asked = usage_requested(record.wire, body, facts)
         if asked is not None:
             body, record.usage_requested = asked, True
         if record.wire is not None:

@@ -41,6 +41,9 @@ class RequestFacts:
     prompt_chars: Optional[int] = None
     #: the output cap the request sets (None: the model's own limit applies)
     max_output: Optional[int] = None
+    #: whether it has stream_options, and whether they ask for usage (include_usage)
+    stream_options: bool = False
+    usage_asked: bool = False
 
 
 def _positive_int(value: Any) -> Optional[int]:
@@ -48,21 +51,18 @@ def _positive_int(value: Any) -> Optional[int]:
         else None
 
 
-def usage_requested(wire: Optional[str], body: bytes) -> Optional[bytes]:
+def usage_requested(wire: Optional[str], body: bytes, facts: "RequestFacts") -> Optional[bytes]:
     """The body of an OpenAI chat stream that does not ask for usage, now asking for it
     (`stream_options.include_usage`), else None. Without it the stream carries no counts, so
-    no budget could be charged for it: the gateway asks itself, whatever the agent wanted."""
-    if wire != OPENAI_CHAT or not body:
+    no budget could be charged for it: the gateway asks itself, whatever the agent wanted.
+    Without stream_options the member is spliced in before the object's closing brace (no
+    re-encoding of a prompt of megabytes); with other stream_options the body is rewritten."""
+    if wire != OPENAI_CHAT or not facts.stream or facts.usage_asked:
         return None
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(payload, dict) or payload.get("stream") is not True:
-        return None
+    if not facts.stream_options:
+        return body.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
+    payload = json.loads(body)
     options = payload.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        return None
     payload["stream_options"] = {**(options if isinstance(options, dict) else {}),
                                  "include_usage": True}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
@@ -91,5 +91,9 @@ def request_facts(wire: Optional[str], body: bytes) -> RequestFacts:
         chars = text_chars(items) + text_chars(payload.get("system"))
     cap = next((v for v in (_positive_int(payload.get(k)) for k in MAX_OUTPUT_KEYS[wire])
                 if v is not None), None)
+    options = payload.get("stream_options")
     return RequestFacts(model=model, stream=stream, prompt_messages=messages,
-                        prompt_chars=chars if messages is not None else None, max_output=cap)
+                        prompt_chars=chars if messages is not None else None, max_output=cap,
+                        stream_options="stream_options" in payload,
+                        usage_asked=isinstance(options, dict)
+                        and options.get("include_usage") is True)
