@@ -64,8 +64,7 @@ def test_reads_of_the_provider_account_are_refused_at_the_door(tmp_path, backend
     profile.workspace.mkdir()
     try:
         with StrictProvider(script, "openai", KEY) as provider, \
-                open_door(provider.url + "/v1", {"OPENAI_API_KEY": KEY},
-                          api="openai") as door:
+                open_door(provider.url + "/v1", {"OPENAI_API_KEY": KEY}) as door:
             done = get_agent_sandbox(backend).run(AgentJob(
                 argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT), json.dumps(READS)],
                 env=profile.env, workspace=profile.workspace, profile_root=profile.root,

@@ -59,8 +59,7 @@ def test_huge_model_names_keep_the_records_and_the_worker_bounded(tmp_path, back
             # no cost budget here: the model names reach the provider (the scripted one)
             gc.collect()
             before = tracemalloc.get_traced_memory()[0]
-            with open_door(server.url + "/v1", {"OPENAI_API_KEY": "sk-k"},
-                           api="openai") as door:
+            with open_door(server.url + "/v1", {"OPENAI_API_KEY": "sk-k"}) as door:
                 done = get_agent_sandbox(backend).run(AgentJob(
                     argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT), str(NAME_BYTES),
                           str(REQUESTS)],
