@@ -116,7 +116,7 @@ class BudgetMeter:
             tokens, dollars = None, None
         else:
             tokens, dollars = worst_case(record, self.table)
-        why = f"request {record.index} reported no {' or '.join(missing) or 'priced count'}"
+        why = f"request {record.index} reported no {' or '.join(missing) or 'cache count'}"
         if missing:
             if tokens is None and b.max_tokens is not None:
                 return f"tokens budget cannot be enforced: {why}, and its output has no cap"
@@ -125,8 +125,9 @@ class BudgetMeter:
             return f"cost budget cannot be enforced: {why}, and it has no worst case " \
                 "(no price, or no output cap)"
         self.cost += dollars or 0.0
-        record.charged = f"at its worst case ({why}): {tokens} tokens" + \
-            (f", ${dollars:.6f}" if dollars is not None else "")
+        charged = [f"{tokens} tokens"] if missing else []
+        charged += [f"${dollars:.6f}"] if dollars is not None else []
+        record.charged = f"at its worst case ({why}): {', '.join(charged) or 'nothing known'}"
         return None
 
     def _spend(self, reason: str) -> str:
