@@ -30,10 +30,10 @@ def record_wire(result: Any, run: Any) -> None:
     metrics.wire_provider_errors = totals["provider_429"] + totals["provider_5xx"]
     metrics.wire_retries = totals["retries"]
     metrics.wire_refused = totals["refused"]
-    if totals.get("unavailable"):  # a model call cut at close: the wire's sums are unknown
+    why = totals.get("why_unknown") or {}  # a sum the wire lacks, and why (a call cut at
+    if why:                                 # close, a reply without the count)
         metrics.unreported = {**(metrics.unreported or {}),
-                              **{f"wire_{k}": totals["unavailable"] for k in
-                                 (*COMPARED, "cost_usd")}}
+                              **{f"wire_{k}": reason for k, reason in why.items()}}
     records = run.records()
     metrics.wire_models = models_asked(records)
     compared = [(r, w) for r, w in COMPARED.items()

@@ -86,7 +86,9 @@ def test_a_reply_without_usage_is_charged_at_its_worst_case(gateway, sock_dir):
         assert send(str(sock_dir / "t.sock"), "/v1/messages", capped).status == 200
         assert tokens.exhausted == f"tokens budget spent ({3 * (size + 1000)} of " \
             f"{2 * (size + 1000) + 1})"  # ... the third does not
-        assert tokens.totals()["input_tokens"] is None  # unknown, not 0
+        assert tokens.totals()["input_tokens"] is None  # unknown, not 0, and why
+        assert tokens.totals()["why_unknown"]["input_tokens"] == \
+            "the reply to model call 1 carried no input_tokens"
         assert tokens.records()[0]["charged"].startswith("at its worst case")
         # no cap in the request: the model's output limit from the table, at its price
         uncapped_size = len(json.dumps(BODY).encode())

@@ -111,9 +111,18 @@ def totals(records: Iterable[Record]) -> dict[str, Any]:
     out["unavailable"] = None if cut is None else (
         f"model call {cut.index} was in flight when the run closed: the provider may have "
         "billed it, and its usage was never read")
+    #: why a sum is None: the cut call, else the first billed reply without the count
+    out["why_unknown"] = {}
     for key in KEYS:
         values = [r.usage[key] for r in billed]
         out[key] = None if None in values or cut else sum(values)
+        if out[key] is None:
+            out["why_unknown"][key] = out["unavailable"] or (
+                f"the reply to model call {billed[values.index(None)].index} carried no {key}")
     costs = [r.cost_usd for r in billed]
     out["cost_usd"] = None if None in costs or cut else round(sum(costs), 10)
+    if out["cost_usd"] is None:
+        out["why_unknown"]["cost_usd"] = out["unavailable"] or (
+            f"model call {billed[costs.index(None)].index} could not be priced (its model "
+            "has no price, or a charged count is missing)")
     return out
