@@ -4,13 +4,17 @@ Tokens follow evalq's convention: input_tokens excludes cache reads and writes, 
 priced on their own. A count the agent did not report (None) is only harmless when its price
 is 0; otherwise the price-table cost is unavailable. When the agent reports its own cost both
 are kept, and `cost_source` says which one `cost_usd` is.
+
+A model is priced only by its exact id or an alias the table lists beside it: never by a
+prefix, so a model the table lacks (a `-pro` beside its base model) stays unpriced rather than
+priced as a cheaper one. A provider qualifier (`openai/gpt-5`, as opencode and litellm write
+ids) is not part of the id.
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional
@@ -28,28 +32,40 @@ class PriceTable:
     id: str
     date: str
     models: dict[str, dict[str, float]]
+    #: other ids of a priced model (dated snapshots) -> the table's name for it
+    aliases: dict[str, str] = field(default_factory=dict)
+    #: the most output tokens a model writes in one reply (what an unmetered reply may cost)
+    max_output: dict[str, int] = field(default_factory=dict)
+
+    def name_of(self, model: Optional[str]) -> Optional[str]:
+        """The table's name for a model id ('anthropic/claude-sonnet-4-5-20250929' ->
+        'claude-sonnet-4-5'), None when it is neither listed nor an alias."""
+        if not model:
+            return None
+        name = model.rsplit("/", 1)[-1]
+        return name if name in self.models else self.aliases.get(name)
 
     def lookup(self, model: Optional[str]) -> tuple[Optional[str], Optional[dict[str, float]]]:
-        """The table's name and prices for a model id like 'anthropic/claude-sonnet-4-5-20250929'."""
-        if not model:
-            return None, None
-        name = model.split("/")[-1].lower()
-        name = re.sub(r"-(\d{8}|latest)$", "", name)
-        if name in self.models:
-            return name, self.models[name]
-        prefixes = [m for m in self.models if name.startswith(m + "-")]
-        if prefixes:
-            best = max(prefixes, key=len)
-            return best, self.models[best]
-        return None, None
+        """The table's name and prices for a model id, or (None, None)."""
+        name = self.name_of(model)
+        return (name, self.models[name]) if name else (None, None)
 
 
 @lru_cache(maxsize=8)
 def load_price_table(path: Path = DEFAULT_TABLE) -> PriceTable:
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    models = data["models"]
+    aliases = {alias: name for name, v in models.items() for alias in v.get("aliases", [])}
+    clashes = sorted(a for a in aliases if a in models)
+    if clashes:
+        raise ValueError(f"{path}: {', '.join(clashes)} is both a model and an alias; "
+                         "list it once")
     return PriceTable(id=data["id"], date=str(data["date"]),
                       models={k: {kind: float(v[kind]) for kind in KINDS}
-                              for k, v in data["models"].items()})
+                              for k, v in models.items()},
+                      aliases=aliases,
+                      max_output={k: int(v["max_output"]) for k, v in models.items()
+                                  if "max_output" in v})
 
 
 def cost_of(usage: Mapping[str, Optional[int]], prices: Mapping[str, float]) -> Optional[float]:

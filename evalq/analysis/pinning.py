@@ -23,8 +23,10 @@ def allowed_models(condition: dict[str, Any]) -> Optional[set[str]]:
     if not isinstance(pinned, str) or not pinned:
         return None
     extra = settings.get("allowed_models") or []
-    return {pinned, *(m for m in extra if isinstance(m, str))} if isinstance(extra, list) \
+    named = {pinned, *(m for m in extra if isinstance(m, str))} if isinstance(extra, list) \
         else {pinned}
+    # `openai/gpt-5` (opencode's and litellm's way to write it) is sent as `gpt-5`
+    return named | {m.rsplit("/", 1)[-1] for m in named}
 
 
 def pinning_block(conditions: list[dict[str, Any]], runs: Iterable[Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from evalq.errors import UserError
 from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
 from evalq.study.agent_source import resolve_source
+from evalq.study.budgets import check_priced_models
 from evalq.study.paths import lock_path_for
 from evalq.study.skills import resolve_skill
 from evalq.study.tracks import check_tracks
@@ -139,6 +140,7 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
             seen[fixture.id] = folder
             fixtures.append(fixture)
     check_tracks(manifest, fixtures, path)
+    check_priced_models(manifest, fixtures, path)
     skills = {c.name: resolve_skill(c.skill, path, i)
               for i, c in enumerate(manifest.conditions) if c.skill}
     sources = {c.name: resolve_source(c.source, path, i, c.name)

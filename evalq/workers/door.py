@@ -1,7 +1,8 @@
 """The door out of an agent sandbox: a per-run socket of this worker's model gateway.
 
 The sandbox bind-mounts the socket; inside, the launcher exposes it as http://127.0.0.1:PORT.
-Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, puts the real
+Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, and there only
+the model calls of the agent's provider API (no reads of the provider account), puts the real
 credential on each request (the agent holds a placeholder), meters every request on the wire
 and refuses requests once a budget is spent. One gateway serves every run of a worker process:
 it is made on first use, so a forked pool child makes its own.
@@ -49,18 +50,21 @@ class Door:
 
 @contextmanager
 def open_door(upstream_base_url: str, credentials: Optional[dict[str, str]] = None, *,
-              auth: str = "bearer", budgets: Optional[RunBudgets] = None,
+              auth: str = "bearer", api: str = "any",
+              budgets: Optional[RunBudgets] = None,
               concurrency: Optional[int] = None,
               on_exhausted: Optional[Callable[[str], None]] = None,
               models: Optional[frozenset[str]] = None) -> Iterator[Door]:
     """A gateway run to `upstream_base_url` for the block; its records stay readable after.
 
     `credentials` ({name: value}) stay here: the first one is what the gateway sends upstream
-    in the `auth` style ("x-api-key" for Anthropic, "bearer" for OpenAI-style endpoints)."""
+    in the `auth` style ("x-api-key" for Anthropic, "bearer" for OpenAI-style endpoints).
+    `api` ("anthropic", "openai", "any") names the model calls the door lets through; the
+    upstream is served at its own path, as the sandbox's model URL keeps it."""
     names = list(credentials or {})
     try:
         upstream = Upstream(upstream_base_url, auth=auth if names else "none",
-                            credential=names[0] if names else None)
+                            credential=names[0] if names else None, api=api)
     except ValueError as exc:
         raise InfrastructureError(f"the condition's model endpoint: {exc}") from None
     folder = Path(tempfile.mkdtemp(prefix="evalq-door-"))  # 0700: the worker's own

@@ -30,7 +30,10 @@ def record_wire(result: Any, run: Any) -> None:
     metrics.wire_provider_errors = totals["provider_429"] + totals["provider_5xx"]
     metrics.wire_retries = totals["retries"]
     metrics.wire_refused = totals["refused"]
-    metrics.wire_budget_unenforced = totals.get("unenforced")
+    why = totals.get("why_unknown") or {}  # a sum the wire lacks, and why (a call cut at
+    if why:                                 # close, a reply without the count)
+        metrics.unreported = {**(metrics.unreported or {}),
+                              **{f"wire_{k}": reason for k, reason in why.items()}}
     records = run.records()
     metrics.wire_models = models_asked(records)
     compared = [(r, w) for r, w in COMPARED.items()

@@ -144,10 +144,13 @@ def test_hanging_up_before_the_usage_event_does_not_dodge_the_meter(tmp_path, ba
             assert read_to_the_end, "the gateway stopped reading when the agent hung up"
             assert record["output_tokens"] == OUTPUT_TOKENS, record
             assert run.exhausted == "tokens budget spent (510 of 100)", run.exhausted
-        else:  # no output count ever came: the token budget cannot be enforced, so spent
+        else:  # no output count ever came: charged at its worst case (its max_tokens)
             assert record["output_tokens"] is None, record
-            assert run.exhausted == ("tokens budget cannot be enforced: request 1 reported "
-                                     "no output_tokens"), run.exhausted
+            assert record["charged"].startswith("at its worst case (request 1 reported no "
+                                                "output_tokens)"), record
+            worst = record["request_bytes"] + 1000  # input at most a token a byte
+            assert run.exhausted == f"tokens budget spent ({worst} of 100)", run.exhausted
+            assert run.totals()["output_tokens"] is None  # unknown, never 0
     finally:
         gateway.close()
         provider.close()
@@ -282,7 +285,8 @@ def test_a_flood_of_connections_to_the_door_cannot_starve_other_runs(tmp_path, b
                 statuses = []
                 for _ in range(2):  # (the gateway's loop also closes what it refused)
                     conn = UnixConnection(str(other.socket_path))
-                    conn.request("GET", "/v1/models")
+                    conn.request("POST", "/v1/messages/count_tokens", body=b"{}",
+                                 headers={"Content-Type": "application/json"})
                     statuses.append(conn.getresponse().status)
                     conn.close()
                 held = len(flooded.http_server.open)

@@ -60,24 +60,24 @@ id = "pinning"
 fixtures = ["{fixture.as_posix()}"]
 repetitions = 1
 ''' + _condition("honest", server.url, "gpt-5-mini,gpt-5-nano", ["gpt-5-nano"])
-              + _condition("upgrader", server.url, "gpt-5-mini,gpt-5-pro\nx")
+              + _condition("upgrader", server.url, "gpt-5-mini,gpt-5")
               + _condition("held", server.url, "gpt-5-mini,gpt-5-pro", []))
         report = run_study(manifest, tmp_path / "home", {"EVALQ_AGENT_SANDBOX": sandbox,
                                                          "OPENAI_API_KEY": "sk-test"})
         asked = sorted(e.body["model"] for e in server.exchanges)
     # held declared its models: its gpt-5-pro call never reached the provider
-    assert asked == ["gpt-5-mini", "gpt-5-mini", "gpt-5-mini", "gpt-5-nano", "gpt-5-pro\nx"]
+    assert asked == ["gpt-5", "gpt-5-mini", "gpt-5-mini", "gpt-5-mini", "gpt-5-nano"]
     by_condition = {r["trial_id"].split("/")[2]: r for r in attempts(tmp_path / "home")}
-    assert by_condition["upgrader"]["metrics"]["wire_models"] == ["gpt-5-mini", "gpt-5-pro x"]
+    assert by_condition["upgrader"]["metrics"]["wire_models"] == ["gpt-5", "gpt-5-mini"]
     pinning = report["model_pinning"]
     assert pinning["honest"] == {"allowed": ["gpt-5-mini", "gpt-5-nano"], "runs_checked": 1,
                                  "off_pin_runs": 0, "off_pin_models": {}}
     assert pinning["upgrader"]["off_pin_runs"] == 1
-    assert pinning["upgrader"]["off_pin_models"] == {"gpt-5-pro x": 1}
+    assert pinning["upgrader"]["off_pin_models"] == {"gpt-5": 1}
     assert "1 run(s) of upgrader asked the model gateway for a model the condition does not " \
-           "pin (gpt-5-pro x)" in report["claims"]["reasons"]
+           "pin (gpt-5)" in report["claims"]["reasons"]
     markdown = next((tmp_path / "home" / "reports").glob("*/report.md")).read_text()
-    assert "- pinned models: **not held**: upgrader: 1 of 1 run(s) asked for gpt-5-pro x" \
+    assert "- pinned models: **not held**: upgrader: 1 of 1 run(s) asked for gpt-5" \
         in markdown
     held = by_condition["held"]["metrics"]
     assert held["wire_models"] == ["gpt-5-mini"] and held["wire_refused"] == 1

@@ -1,14 +1,18 @@
 """Real agent CLIs from their registries (Claude Code, Codex CLI and opencode from npm,
-mini-swe-agent from PyPI) run a fixture end to end against the scripted model server on
-loopback, in one study: the agent edits the workspace with its own tools, the run is graded,
-and the server's usage arrives in the DB and report. Each agent also runs once against a
-server that reports no usage at all: its tokens and cost are null, never 0."""
+mini-swe-agent from PyPI) run a fixture end to end, with the model ids their users write,
+against a provider as strict as the real ones on loopback (tests/gateway/strict_provider.py:
+documented paths only, the provider's own auth headers, bodies it accepts), in one study: the
+agent edits the workspace with its own tools, the run is graded, and the provider's usage
+arrives in the DB and report. Each agent also runs once against a provider that reports no
+usage at all: its tokens and cost are null, never 0, and the gateway charges each of its
+calls at its worst case, which may spend the cost limit and stop the run."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import math
+import sys
 from contextlib import ExitStack
 from dataclasses import replace
 from html import escape
@@ -16,13 +20,17 @@ from html import escape
 import pytest
 
 
-from evalq.modelserver import ModelServer
+from pathlib import Path
+
 from evalq.modelserver.script import parse_script
 from evalq.pricing import load_price_table
 from evalq.report.transcripts import page_name
 from evalq.workers.agents.context_estimate import CHARS_PER_TOKEN, message_chars
 from test_agents_support import (agent_path, artifact, attempts, copy_fixture,  # noqa: F401
                                  inventory_solution, run_study, write_manifest)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gateway"))
+from strict_provider import StrictProvider  # noqa: E402
 
 CLAUDE_USAGE = [
     {"input_tokens": 1500, "output_tokens": 60, "cache_read_tokens": 0,
@@ -46,6 +54,9 @@ OPENCODE_USAGE = [
     {"input_tokens": 4100, "output_tokens": 199, "cache_read_tokens": 1300},
     {"input_tokens": 4420, "output_tokens": 12, "cache_read_tokens": 4000},
 ]
+#: Anthropic's API always sends its cache counts (0 when none): so do its scripted replies
+OPENCODE_ANTHROPIC_USAGE = [{**u, "cache_write_tokens": 0} for u in OPENCODE_USAGE]
+MINI_ANTHROPIC_USAGE = [{**u, "cache_write_tokens": 0} for u in MINI_USAGE]
 FALLBACK = {"text": "unexpected request", "usage": {"input_tokens": 1, "output_tokens": 1}}
 
 
@@ -62,7 +73,7 @@ def _codex_script():
          "usage": CODEX_USAGE[1]}], "fallback": FALLBACK})
 
 
-def _opencode_script(skill: str | None = None):
+def _opencode_script(skill: str | None = None, usage=OPENCODE_USAGE):
     load = [{"match": {"tool": "skill"}, "text": "Loading the skill.", "tool_calls": [
         {"name": "skill", "arguments": {"name": skill}}],
         "usage": {"input_tokens": 900, "output_tokens": 9, "cache_read_tokens": 100}}]
@@ -70,9 +81,9 @@ def _opencode_script(skill: str | None = None):
         {"match": {"tool": "bash"}, "text": "Writing the method.", "tool_calls": [
             {"name": "bash", "arguments": {"command": _heredoc(),
                                            "description": "write inventory.py"}}],
-         "usage": OPENCODE_USAGE[0]},
+         "usage": usage[0]},
         {"match": {"tool": "bash"}, "text": "Added remove(); done.",
-         "usage": OPENCODE_USAGE[1]}], "fallback": FALLBACK})
+         "usage": usage[1]}], "fallback": FALLBACK})
 
 
 def _silent(script):
@@ -96,42 +107,57 @@ def _claude_script():
                                                              "output_tokens": 1}}})
 
 
-def _mini_script():
+def _mini_script(usage=MINI_USAGE):
     heredoc = _heredoc()
     return parse_script({"turns": [
         {"text": "Writing the method.", "tool_calls": [
-            {"name": "bash", "arguments": {"command": heredoc}}], "usage": MINI_USAGE[0]},
+            {"name": "bash", "arguments": {"command": heredoc}}], "usage": usage[0]},
         {"text": "Submitting.", "tool_calls": [
             {"name": "bash", "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}}],
-         "usage": MINI_USAGE[1]}],
+         "usage": usage[1]}],
         "fallback": {"text": "unexpected request", "usage": {"input_tokens": 1,
                                                              "output_tokens": 1}}})
+
+
+def _wire(home, row) -> list[dict]:
+    """The run's wire records, as stored."""
+    return [json.loads(line) for line in artifact(home, row["artifacts"]["wire"]).splitlines()]
 
 
 def _sum(usages, key):
     return sum(u[key] for u in usages)
 
 
-AGENTS = {  # condition: (agent, model, script, url suffix)
-    "claude": ("claude-code", "claude-sonnet-4-5", _claude_script, ""),
-    "codex": ("codex", "gpt-5-codex", _codex_script, "/v1"),
-    "opencode": ("opencode", "evalq/gpt-5", _opencode_script, "/v1"),
-    "mini": ("mini-swe-agent", "openai/gpt-5", _mini_script, "/v1"),
+AGENTS = {  # condition: (agent, model as its users write it, script, url suffix, provider API)
+    "claude": ("claude-code", "claude-sonnet-4-5", _claude_script, "", "anthropic"),
+    "codex": ("codex", "gpt-5-codex", _codex_script, "/v1", "openai"),
+    "opencode": ("opencode", "openai/gpt-5", _opencode_script, "/v1", "openai"),
+    "mini": ("mini-swe-agent", "openai/gpt-5", _mini_script, "/v1", "openai"),
 }
-#: opencode once more through its openai provider, which speaks the Responses API
-OPENCODE_RESPONSES = "opencode-responses"
-#: and once with a skill installed, which its scripted model loads through the skill tool
+#: the same agents with their other provider's ids, and opencode on a custom chat endpoint
+VARIANTS = {
+    "opencode-anthropic": ("opencode", "anthropic/claude-sonnet-4-5",
+                           lambda: _opencode_script(usage=OPENCODE_ANTHROPIC_USAGE), "",
+                           "anthropic"),
+    "mini-anthropic": ("mini-swe-agent", "anthropic/claude-sonnet-4-5",
+                       lambda: _mini_script(MINI_ANTHROPIC_USAGE), "", "anthropic"),
+    "opencode-chat": ("opencode", "evalq/gpt-5", _opencode_script, "/v1", "openai"),
+}
+#: opencode once more with a skill installed, which its scripted model loads through its tool
 OPENCODE_SKILL, SKILL = "opencode-skill", "tidy-code"
 #: tool names each agent's scripted calls use (read back from its normalized trajectory)
 TOOLS = {"claude": {"Read", "Write"}, "codex": {"command_execution"}, "opencode": {"bash"},
          "mini": {"bash"}}
 
 
+def _spec(name: str):
+    return VARIANTS.get(name) or AGENTS[_base(name)]
+
+
 def _conditions(servers) -> str:
     text = ""
     for name, server in servers.items():
-        agent, model, _, suffix = AGENTS[_base(name)]
-        api = ', api = "responses"' if name == OPENCODE_RESPONSES else ""
+        agent, model, _, suffix, _ = _spec(name)
         skill = f'skill = "skills/{SKILL}"' if name == OPENCODE_SKILL else ""
         text += f'''
 [[conditions]]
@@ -139,7 +165,7 @@ name = "{name}"
 agent = "{agent}"
 model = "{model}"
 {skill}
-settings = {{ base_url = "{server.url}{suffix}"{api} }}
+settings = {{ base_url = "{server.url}{suffix}" }}
 '''
     return text
 
@@ -154,7 +180,12 @@ def _key_sent(headers: dict) -> str | None:
 
 
 def _base(name: str) -> str:
-    return "opencode" if name.startswith("opencode") else name.removesuffix("-silent")
+    return name.split("-", 1)[0]
+
+
+def _provider(name: str, script) -> StrictProvider:
+    api = _spec(name)[4]
+    return StrictProvider(script, api, ANTHROPIC_KEY if api == "anthropic" else OPENAI_KEY)
 
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "docker"])
@@ -163,11 +194,13 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
     fixture = copy_fixture("py-inventory-feature", tmp_path / "fixtures")
     with ExitStack() as stack:
         servers = {}
-        for name, (_, _, script, _) in AGENTS.items():
-            servers[name] = stack.enter_context(ModelServer(script()))
-            servers[f"{name}-silent"] = stack.enter_context(ModelServer(_silent(script())))
-        servers[OPENCODE_RESPONSES] = stack.enter_context(ModelServer(_opencode_script()))
-        servers[OPENCODE_SKILL] = stack.enter_context(ModelServer(_opencode_script(SKILL)))
+        for name, (_, _, script, _, _) in AGENTS.items():
+            servers[name] = stack.enter_context(_provider(name, script()))
+            servers[f"{name}-silent"] = stack.enter_context(_provider(name, _silent(script())))
+        for name, (_, _, script, _, _) in VARIANTS.items():
+            servers[name] = stack.enter_context(_provider(name, script()))
+        servers[OPENCODE_SKILL] = stack.enter_context(_provider(OPENCODE_SKILL,
+                                                                _opencode_script(SKILL)))
         skill_dir = tmp_path / "study" / "skills" / SKILL
         skill_dir.mkdir(parents=True)
         (skill_dir / "SKILL.md").write_text(f"---\nname: {SKILL}\ndescription: Keep functions "
@@ -178,12 +211,12 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
                                             "EVALQ_AGENT_SANDBOX": sandbox,
                                             "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
                                             "OPENAI_API_KEY": OPENAI_KEY})
-        assert all(s.finished for s in servers.values()), \
-            {n: s.cursor for n, s in servers.items()}
+        # the strict provider refused nothing: documented paths, its auth headers, good bodies
+        assert {n: s.rejected for n, s in servers.items() if s.rejected} == {}
+        finished = {n: s.finished for n, s in servers.items()}
         # every request went to the scripted turns, none to the fallback (nothing uncounted)
         stray = {n: [ex.path for ex in s.exchanges if ex.turn is None]
                  for n, s in servers.items()}
-        assert not any(stray.values()), stray
         reported = {n: s.reported() for n, s in servers.items()}
         per_request = {n: [ex.usage for ex in s.exchanges] for n, s in servers.items()}
         mini_sent = [ex.body.get("messages") or [] for ex in servers["mini"].exchanges]
@@ -192,35 +225,62 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
     rows = {r["trial_id"]: r for r in attempts(home)}
     by_condition = {t["condition"]: rows[t["trial_id"]] for t in report["trial_rows"]}
     trial_of = {t["condition"]: t["trial_id"] for t in report["trial_rows"]}
-    assert {c: r["outcome"] for c, r in by_condition.items()} == \
-        {c: "correct" for c in servers}, {c: r["reason"] for c, r in by_condition.items()}
+    # a provider that reports no usage has each call charged at its worst case (its output
+    # cap, else the model's limit, at the price): against the fixture's $1 limit that may
+    # stop the run, named in its stop reason; a stopped run is not graded correct
+    stopped = {c for c, r in by_condition.items() if c.endswith("-silent")
+               and r["outcome"] == "timed_out"}
+    for name in stopped:
+        reason = by_condition[name]["metrics"]["stop_reason"] or ""
+        assert reason.startswith("model gateway: cost budget spent"), (name, reason)
+    assert {c: r["outcome"] for c, r in by_condition.items() if c not in stopped} == \
+        {c: "correct" for c in servers if c not in stopped}, \
+        {c: r["reason"] for c, r in by_condition.items()}
+    assert all(done for n, done in finished.items() if n not in stopped), finished
+    # every request of a run that went on went to the scripted turns, none to the fallback
+    # (nothing uncounted); a run without usage may behave otherwise before it is stopped
+    assert not any(paths for n, paths in stray.items() if n not in stopped), stray
 
     # --- tokens equal the server's ledger, or are null where the wire carried none ---------
     expected_usage = {"claude": CLAUDE_USAGE, "codex": CODEX_USAGE, "opencode": OPENCODE_USAGE,
-                      OPENCODE_RESPONSES: OPENCODE_USAGE, "mini": MINI_USAGE}
-    assert {ex.api for ex in servers[OPENCODE_RESPONSES].exchanges} == {"responses"}
-    assert {ex.api for ex in servers["opencode"].exchanges} == {"openai"}
+                      "opencode-anthropic": OPENCODE_ANTHROPIC_USAGE,
+                      "opencode-chat": OPENCODE_USAGE, "mini": MINI_USAGE,
+                      "mini-anthropic": MINI_ANTHROPIC_USAGE}
+    # each reached the documented endpoint of its provider's API
+    apis = {n: {ex.api for ex in s.exchanges} for n, s in servers.items()}
+    assert apis["codex"] == apis["opencode"] == {"responses"}, apis
+    assert apis["claude"] == apis["opencode-anthropic"] == apis["mini-anthropic"] == \
+        {"anthropic"}, apis
+    assert apis["mini"] == apis["opencode-chat"] == {"openai"}, apis
     for name, usages in expected_usage.items():
         metrics = by_condition[name]["metrics"]
         assert {k: v for k, v in reported[name].items() if v is not None} == \
             {k: _sum(usages, k) for k in usages[0]}
         for key, value in reported[name].items():
-            assert metrics[key] == value, (name, key)
-        if name != "claude":  # OpenAI-style usage has no cache writes: null, not the 0 printed
+            if key != "cache_write_tokens" or name == "claude":
+                assert metrics[key] == value, (name, key)
+        if name != "claude":  # these agents print no cache writes, or 0: null, not the 0
             assert metrics["cache_write_tokens"] is None and \
                 metrics["unreported"]["cache_write_tokens"]
         row = next(t for t in report["trial_rows"] if t["condition"] == name)
-        assert row["accounting_complete"] is True and metrics["cost_usd"] is not None, name
-        assert metrics["cost_source"] == "price_table", name
-        assert report["cost"][name]["per_success"] == metrics["cost_usd"]
+        # the report counts the wire, whose counts are the provider's, all of them
+        assert row["usage_source"] == "gateway" and row["accounting_complete"] is True, name
+        assert metrics["wire_cost_usd"] is not None, name
+        assert report["cost"][name]["per_success"] == metrics["wire_cost_usd"], name
+        if _spec(name)[4] == "openai" or name == "claude":  # the agent's own, priced alike
+            assert metrics["cost_source"] == "price_table", name
+            assert metrics["cost_usd"] == pytest.approx(metrics["wire_cost_usd"], abs=1e-9)
 
     for name in AGENTS:
         silent = f"{name}-silent"
         metrics = by_condition[silent]["metrics"]
+        charged = [r for r in _wire(home, by_condition[silent]) if r["status"] == 200]
+        assert charged and all(r["charged"].startswith("at its worst case") for r in charged)
         assert set(reported[silent].values()) == {None}  # the server reported nothing
         for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
             assert metrics[key] is None, (silent, key, metrics[key])
-            assert metrics["unreported"][key], (silent, key)  # with the reason
+            if silent not in stopped:  # (a stopped one's reason is its stop reason, above)
+                assert metrics["unreported"][key], (silent, key)  # with the reason
         assert metrics["cost_usd"] is None and metrics["cost_source"] is None, silent
         assert metrics["request_prompt_tokens"] is None, silent
         row = next(t for t in report["trial_rows"] if t["condition"] == silent)
@@ -230,6 +290,8 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
         assert report["conditions"][silent]["tokens"]["input_tokens"]["total"] is None
     markdown = next((home / "reports").glob("*/report.md")).read_text()
     for name in AGENTS:
+        if f"{name}-silent" in stopped:
+            continue
         line = next(l for l in markdown.splitlines()  # the cost table's row: "1 of 1" incomplete
                     if l.startswith(f"| {name}-silent | ") and " 1 of 1 " in l)
         assert "unavailable" in line.split("|")[3], line  # the cost-per-success cell
@@ -271,7 +333,7 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
 
     # --- versions: never unknown for an installed agent --------------------------------------
     env_agents = by_condition["claude"]["worker_env"]["agents"]
-    for agent, _, _, _ in AGENTS.values():
+    for agent, _, _, _, _ in AGENTS.values():
         assert env_agents[agent], (agent, env_agents)
     assert env_agents["mini-swe-agent"] == "2.4.6"  # from its package metadata
 
@@ -279,6 +341,8 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
     report_dir = next((home / "reports").glob("*/report.html")).parent
     html = (report_dir / "report.html").read_text()
     for name, row in by_condition.items():
+        if name in stopped:  # stopped early: its trajectory may hold no tool call yet
+            continue
         doc = json.loads(artifact(home, row["artifacts"]["transcript"]))
         base = _base(name)
         assert doc["schema_version"].startswith("ATIF-") and doc["agent"]["version"], name
@@ -323,10 +387,15 @@ def test_four_real_agents_end_to_end(tmp_path, agent_path, sandbox):  # noqa: F8
         assert metrics["wire_requests"] == len(per_request[name]), name
         for key, value in reported[name].items():
             assert metrics[f"wire_{key}"] == value, (name, key)
-        assert metrics["wire_refused"] == 0 and metrics["wire_provider_errors"] == 0, name
+        assert metrics["wire_provider_errors"] == 0, name
+        # nothing refused, but calls a stopped run made past its spent budget
+        refused = [r for r in _wire(home, by_condition[name]) if r["refused"]]
+        assert metrics["wire_refused"] == len(refused), name
+        assert all(r["status"] == 429 for r in refused) if name in stopped else not refused, \
+            (name, refused)
         if not name.endswith("-silent"):
             assert metrics["accounting_disagrees"] == [], (name, metrics["accounting_disagrees"])
-        real = ANTHROPIC_KEY if _base(name) == "claude" else OPENAI_KEY
+        real = ANTHROPIC_KEY if _spec(name)[4] == "anthropic" else OPENAI_KEY
         assert keys[name] == {real}, (name, keys[name])  # the provider saw the worker's key
         assert by_condition[name]["artifacts"].get("wire"), name
     for path in home.rglob("*"):  # database, artifact store, logs, reports, run folders

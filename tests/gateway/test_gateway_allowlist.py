@@ -50,28 +50,74 @@ def test_everything_off_the_allowlist_is_refused_and_recorded(servers, gateway, 
     records = run.records()
     assert len(records) == len(targets) and all(r["refused"] for r in records)
     assert run.totals()["refused"] == len(targets) and run.totals()["forwarded"] == 0
-    # and the allowed endpoint works, by path (the gateway's root stands for the upstream's
-    # base URL, /v1 included) and as an absolute URL
-    assert send(str(sock_dir / "g.sock"), "/messages", {"model": "m"}).status == 200
+    # and the allowed endpoint works, by path (the gateway mirrors the upstream's paths: its
+    # base URL's /v1 is the agent's /v1, never doubled) and as an absolute URL
+    assert send(str(sock_dir / "g.sock"), "/v1/messages", {"model": "m"}).status == 200
     assert send(str(sock_dir / "g.sock"), allowed.url + "/v1/messages",
                 {"model": "m"}).status == 200
     assert [e.path for e in allowed.exchanges] == ["/v1/messages"] * 2
 
 
-def test_writes_to_billed_endpoints_it_cannot_meter_are_refused(servers, gateway, sock_dir):
+#: what a key-holding door must not pass: reads of the provider account (stored completions,
+#: files, batches, responses, other models' data) and billed endpoints it cannot meter
+ACCOUNT_REQUESTS = [("GET", "/v1/files"), ("GET", "/v1/files/file-1/content"),
+                    ("GET", "/v1/batches"), ("GET", "/v1/messages/batches"),
+                    ("GET", "/v1/chat/completions"), ("GET", "/v1/chat/completions/chatcmpl-1"),
+                    ("GET", "/v1/chat/completions/chatcmpl-1/messages"),
+                    ("GET", "/v1/responses/resp_1"), ("GET", "/v1/responses/resp_1/input_items"),
+                    ("DELETE", "/v1/responses/resp_1"), ("GET", "/v1/models"),
+                    ("GET", "/v1/organization/usage/completions"), ("HEAD", "/v1/messages"),
+                    ("OPTIONS", "/v1/messages"), ("GET", "/v1/messages"),
+                    ("POST", "/v1/messages/batches"), ("POST", "/v1/embeddings"),
+                    ("POST", "/v1/files"), ("DELETE", "/v1/files/f1"), ("PATCH", "/v1/files/f1"),
+                    ("POST", "/v1/completions"), ("POST", "/v1/messages/"),
+                    ("POST", "/v1/chat/completions/x"), ("POST", "/v1/responses/resp_1/cancel")]
+
+
+@pytest.mark.parametrize("api", ["any", "anthropic", "openai"])
+def test_only_the_model_call_endpoints_pass(servers, gateway, sock_dir, api):
+    """Method and exact path, per the upstream's API: anything else, reads included, is
+    refused with a 403 naming what is allowed, recorded, and never reaches the provider."""
     allowed, _ = servers
-    run = gateway.open_run("w", sock_dir / "g.sock", upstreams=[Upstream(allowed.url)])
-    for method, path in [("POST", "/v1/messages/batches"), ("POST", "/v1/embeddings"),
-                         ("POST", "/v1/files"), ("DELETE", "/v1/files/f1"),
-                         ("PATCH", "/v1/files/f1"), ("POST", "/v1/completions")]:
-        reply = send(str(sock_dir / "g.sock"), path, {"model": "m"}, method=method)
-        assert reply.status == 403 and reply.json()["error"]["type"] == "not_metered", path
+    run = gateway.open_run("w", sock_dir / "g.sock", upstreams=[Upstream(allowed.url, api=api)])
+    door = str(sock_dir / "g.sock")
+    for method, path in ACCOUNT_REQUESTS:
+        reply = send(door, path, None if method in ("GET", "HEAD") else {"model": "m"},
+                     method=method)
+        assert reply.status == 403, (method, path)
+        if method != "HEAD":
+            error = reply.json()["error"]
+            assert error["type"] == "not_allowed" and "is not a model call" in error["message"]
     assert allowed.exchanges == []
-    # reads and the free token count pass, unbudgeted
-    assert send(str(sock_dir / "g.sock"), "/v1/models", method="GET").status == 200
-    assert send(str(sock_dir / "g.sock"), "/v1/messages/count_tokens",
-                {"model": "m", "messages": []}).status == 200
-    assert [r["status"] for r in run.records()] == [403] * 6 + [200, 200]
+    records = run.records()
+    assert [(r["method"], r["path"]) for r in records] == ACCOUNT_REQUESTS
+    assert all(r["refused"] and r["status"] == 403 for r in records)
+    # the model calls of the upstream's API pass, the other API's are refused
+    calls = {"anthropic": ["/v1/messages", "/v1/messages/count_tokens"],
+             "openai": ["/v1/chat/completions", "/v1/responses", "/v1/responses/input_tokens"]}
+    for family, paths in calls.items():
+        for path in paths:
+            reply = send(door, path, {"model": "m", "messages": []})
+            forwarded = "x-evalq-gateway" not in reply.headers  # the provider's own answer
+            assert forwarded == (api in ("any", family)), (api, path, reply.status)
+
+
+def test_the_door_mirrors_an_upstream_path_prefix(gateway, sock_dir):
+    """The agent's base URL is the upstream's with the origin replaced: with an upstream
+    https://host/v1 the agent posts /v1/responses, which reaches /v1/responses (not
+    /v1/v1/responses); an upstream rooted deeper keeps its root."""
+    with ModelServer(parse_script({"fallback": OK})) as server:
+        gateway.open_run("p", sock_dir / "p.sock", upstreams=[Upstream(server.url + "/v1")])
+        gateway.open_run("q", sock_dir / "q.sock", upstreams=[
+            Upstream(server.url + "/api/v1", api="openai")])
+        for path in ("/v1/responses", "/v1/chat/completions", "/v1/messages"):
+            assert send(str(sock_dir / "p.sock"), path, {"model": "m"}).status == 200
+        assert send(str(sock_dir / "q.sock"), "/api/v1/chat/completions",
+                    {"model": "m"}).status == 200
+        assert send(str(sock_dir / "q.sock"), "/v1/chat/completions",
+                    {"model": "m"}).status == 403
+        assert [e.path for e in server.exchanges] == [
+            "/v1/responses", "/v1/chat/completions", "/v1/messages", "/api/v1/chat/completions"]
 
 
 def test_connect_tunnels_are_refused(servers, gateway, sock_dir):
@@ -139,9 +185,9 @@ def test_a_run_held_to_its_models_refuses_any_other(servers, gateway, sock_dir):
         Upstream(allowed.url + "/v1")], models={"small", "side"})
     door = str(sock_dir / "g.sock")
     for body in ({"model": "big"}, {"model": "small\n"}, {"messages": []}, {"model": 5}):
-        reply = send(door, "/messages", body)
+        reply = send(door, "/v1/messages", body)
         assert reply.status == 403 and reply.json()["error"]["type"] == "model_not_allowed"
-    assert send(door, "/messages", {"model": "small"}).status == 200
-    assert send(door, "/messages", {"model": "side"}).status == 200
+    assert send(door, "/v1/messages", {"model": "small"}).status == 200
+    assert send(door, "/v1/messages", {"model": "side"}).status == 200
     assert [e.body.get("model") for e in allowed.exchanges] == ["small", "side"]
     assert run.totals()["refused"] == 4

@@ -140,6 +140,8 @@ class AgentAdapter(ABC):
     default_base_url: ClassVar[Optional[str]] = None
     #: how the gateway puts the real key on requests upstream ("x-api-key": Anthropic's API)
     wire_auth: ClassVar[str] = "bearer"
+    #: the provider API whose model calls the door lets through (gateway/endpoints.py)
+    wire_api: ClassVar[str] = "any"
 
     @classmethod
     def installed(cls) -> tuple[bool, str]:
@@ -193,6 +195,18 @@ class AgentAdapter(ABC):
         `run`), or, unsealed, the condition's `base_url`."""
         return ctx.model_url
 
+    def upstream_url(self, ctx: AgentContext) -> Optional[str]:
+        """The provider endpoint behind the door: the condition's base_url, else the agent's."""
+        return ctx.settings.get("base_url") or self.default_base_url
+
+    def door_auth(self, ctx: AgentContext) -> str:
+        """How the gateway sends the real key upstream for this run."""
+        return self.wire_auth
+
+    def door_api(self, ctx: AgentContext) -> str:
+        """The provider API whose model calls this run's door allows."""
+        return self.wire_api
+
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         names = ctx.settings.get("credential_env")
         return tuple(names) if names is not None else self.credential_env
@@ -239,14 +253,13 @@ class AgentAdapter(ABC):
         recorded beside what the agent reported, and a spent budget stops the agent."""
         box = get_agent_sandbox(ctx.sandbox)
         granted = credentials(self.credential_names(ctx))
-        base_url = ctx.settings.get("base_url")
         door = None
         with ExitStack() as stack:
             socket_path = ctx.door_socket
-            upstream = base_url or self.default_base_url
+            upstream = self.upstream_url(ctx)
             if box.sealed and socket_path is None and upstream:
                 door = stack.enter_context(open_door(
-                    upstream, granted, auth=self.wire_auth,
+                    upstream, granted, auth=self.door_auth(ctx), api=self.door_api(ctx),
                     budgets=gateway_budgets(ctx), concurrency=ctx.settings.get("concurrency"),
                     models=enforced_models(ctx)))
                 socket_path = door.socket_path

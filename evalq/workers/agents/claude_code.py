@@ -43,6 +43,7 @@ class ClaudeCode(AgentAdapter):
     credential_env = ("ANTHROPIC_API_KEY",)
     default_base_url = "https://api.anthropic.com"
     wire_auth = "x-api-key"
+    wire_api = "anthropic"
     quiet_env = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
                  "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -74,6 +74,7 @@ class Codex(AgentAdapter):
     description = "OpenAI Codex CLI (npm @openai/codex), `codex exec --json`, Responses API"
     credential_env = ("OPENAI_API_KEY",)
     default_base_url = "https://api.openai.com/v1"
+    wire_api = "openai"
     quiet_env = {"CODEX_DISABLE_UPDATE_CHECK": "1", "NO_UPDATE_NOTIFIER": "1"}
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:

@@ -24,6 +24,7 @@ from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.streams import opt_int
 from evalq.workers.agents.trajectory import Step, build, encode, iso_time
 from evalq.workers.agents.usage import as_reported, settle
+from evalq.workers.gateway import PROVIDERS
 
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
                  "openrouter": "OPENROUTER_API_KEY", "gemini": "GEMINI_API_KEY"}
@@ -72,6 +73,24 @@ class MiniSweAgent(AgentAdapter):
                 if (dist.metadata["Name"] or "").lower() == PACKAGE:
                     return dist.version
         return None
+
+    def known_provider(self, ctx: AgentContext):
+        """The gateway's upstream of the provider the litellm model id names, else None."""
+        return PROVIDERS.get((ctx.model or "").split("/")[0]) if "/" in (ctx.model or "") \
+            else None
+
+    def upstream_url(self, ctx: AgentContext) -> Optional[str]:
+        known = self.known_provider(ctx)
+        return ctx.settings.get("base_url") or (known.url if known else None)
+
+    def door_auth(self, ctx: AgentContext) -> str:
+        known = self.known_provider(ctx)
+        return known.auth if known else self.wire_auth
+
+    def door_api(self, ctx: AgentContext) -> str:
+        """litellm speaks Anthropic's API to anthropic/ models, OpenAI chat to the rest."""
+        known = self.known_provider(ctx)
+        return known.api if known else "openai"
 
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         if ctx.settings.get("credential_env") is not None:

@@ -23,9 +23,13 @@ from evalq.workers.agents.skill_install import install_skill, skill_source
 from evalq.workers.agents.streams import jsonl_events, opt_int
 from evalq.workers.agents.trajectory import Step, build, encode, iso_time, skill_loaded
 from evalq.workers.agents.usage import as_reported, settle
+from evalq.workers.gateway import PROVIDERS
 
 ZEROS = ("cache_read_tokens", "cache_write_tokens")
 PROVIDER_PACKAGES = {"chat": "@ai-sdk/openai-compatible", "responses": "@ai-sdk/openai"}
+#: opencode's built-in providers: the SDK each one needs, and whether its base URL ends in /v1
+#: where the door's does not (Anthropic's SDK wants https://api.anthropic.com/v1)
+BUILT_IN = {"openai": ("@ai-sdk/openai", False), "anthropic": ("@ai-sdk/anthropic", True)}
 NO_USAGE = "opencode's step-finish tokens were all zero (the provider sent no usage)"
 
 
@@ -62,6 +66,34 @@ class OpenCode(AgentAdapter):
                 'write api = "chat" (chat completions) or api = "responses"'
         return problem
 
+    @staticmethod
+    def provider_name(ctx: AgentContext) -> Optional[str]:
+        model = ctx.model or ""
+        return model.split("/", 1)[0] if "/" in model else None
+
+    def known_provider(self, ctx: AgentContext):
+        """The gateway's upstream of a built-in provider the model names, else None."""
+        name = self.provider_name(ctx)
+        return PROVIDERS.get(name) if name in BUILT_IN else None
+
+    def upstream_url(self, ctx: AgentContext) -> Optional[str]:
+        known = self.known_provider(ctx)
+        return ctx.settings.get("base_url") or (known.url if known else self.default_base_url)
+
+    def door_auth(self, ctx: AgentContext) -> str:
+        known = self.known_provider(ctx)
+        return known.auth if known else self.wire_auth
+
+    def door_api(self, ctx: AgentContext) -> str:
+        known = self.known_provider(ctx)
+        return known.api if known else "openai"
+
+    def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
+        known = self.known_provider(ctx)
+        if ctx.settings.get("credential_env") is None and known is not None:
+            return (known.credential,)
+        return super().credential_names(ctx)
+
     def config_dir(self, ctx: AgentContext):
         return ctx.profile.home / ".config" / "opencode"
 
@@ -77,11 +109,15 @@ class OpenCode(AgentAdapter):
         if url and ctx.model and "/" in ctx.model:
             provider, model = ctx.model.split("/", 1)
             names = self.credential_names(ctx)
+            package, versioned = BUILT_IN.get(provider) or \
+                (PROVIDER_PACKAGES[ctx.settings.get("api", "chat")], False)
+            if versioned and not url.rstrip("/").endswith("/v1"):
+                url = url.rstrip("/") + "/v1"
             options = {"baseURL": url}
             if names:
                 options["apiKey"] = "{env:" + names[0] + "}"
             config["provider"] = {provider: {
-                "npm": PROVIDER_PACKAGES[ctx.settings.get("api", "chat")], "name": provider,
+                "npm": package, "name": provider,
                 "options": options, "models": {model: {"name": model}}}}
         (folder / "opencode.json").write_text(dumps(config, indent=2))
         source = skill_source(ctx.settings.get("skill_dir") or ctx.condition.skill)

@@ -5,15 +5,17 @@ forwarder exposes it as http://127.0.0.1:PORT). The run is known by the socket a
 on, never by anything the agent sends. For every request the gateway:
 
 - forwards only to the run's allowlist of upstream base URLs (scheme, host, port and path
-  prefix; https with verified certificates, plain http only to loopback); anything else gets a
-  403 with a JSON error, and is recorded. Writes go through only to the model calls it meters
-  (and free token counts), so no billed endpoint it cannot meter escapes a budget;
+  prefix; https with verified certificates, plain http only to loopback), and there only the
+  model calls of the upstream's API, by method and exact path (endpoints.py): no read of the
+  provider account, no billed endpoint it cannot meter. Anything else gets a 403 with a JSON
+  error, and is recorded;
 - drops every credential-like header the agent sent and sets the real key for the upstream;
   the key is masked in whatever comes back (headers, bodies, streams, error messages);
 - meters the wire: format, model, streaming, status, latency, request and prompt size, usage
   tokens (a count the provider did not send stays None), retries (the same body again);
-- enforces the run's budgets (tokens, requests, cost priced with evalq.pricing) live: once one
-  is spent, model calls get a 429 naming the budget, `run.exhausted` says which, and
+- enforces the run's budgets (tokens, requests, cost priced with evalq.pricing) live, failing
+  closed (budgets.py): once one is spent, model calls get a 429 naming the budget,
+  `run.exhausted` says which, and
   `on_exhausted(reason)` is called once (in a helper thread) so the worker can stop the agent;
 - limits requests in flight per provider origin, across workers when given a Redis URL; a 429
   or 5xx from the provider is passed through unchanged and counted.
@@ -38,8 +40,10 @@ How the runner uses it::
     per_request = run.records()  # list of plain dicts, one per request (see records.Record)
     gateway.close()             # at worker shutdown
 
-Several upstreams in one run need distinct mounts: `Upstream(url, mount="/openai")` is then
-reached at http://127.0.0.1:PORT/openai/... A forward-proxy style absolute URL
+An upstream is served at its own path (`Upstream("https://host/v1")` at
+http://127.0.0.1:PORT/v1/...). Several upstreams in one run need distinct mounts:
+`Upstream(url, mount="/openai")` is then reached at http://127.0.0.1:PORT/openai/... A
+forward-proxy style absolute URL
 (`POST https://api.anthropic.com/v1/messages`) works too when it is on the allowlist; CONNECT
 tunnels are refused, since what goes through them can be neither metered nor keyed.
 """

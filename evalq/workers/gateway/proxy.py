@@ -16,11 +16,12 @@ from aiohttp import web
 
 from evalq.report.json_text import dumps
 from evalq.workers.gateway import usage as wire_usage
+from evalq.workers.gateway.endpoints import NotAnEndpoint, endpoint
 from evalq.workers.gateway.headers import agent_headers, upstream_headers
-from evalq.workers.gateway.records import Record
+from evalq.workers.gateway.records import MAX_MESSAGE_CHARS, Record, bounded
 from evalq.workers.gateway.scrub import Scrubber
 from evalq.workers.gateway.upstreams import RouteError, route
-from evalq.workers.gateway.wire import request_facts, unmetered_write, wire_format
+from evalq.workers.gateway.wire import request_facts, usage_requested
 
 if TYPE_CHECKING:
     from evalq.workers.gateway.gateway import Gateway
@@ -92,8 +93,9 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     if run.over_cap():
         return error_response(429, "too_many_requests", "this run has sent more requests "
                               "through its door than any run may; no more are served")
-    record = Record(index=run.next_index(), started_at=time.time(), method=request.method,
-                    path=request.raw_path.split("?", 1)[0][:2048])
+    record = Record(index=run.next_index(), started_at=time.time(),
+                    method=bounded(request.method, 16),
+                    path=bounded(request.raw_path.split("?", 1)[0]))
     ledger = Ledger(gateway, run, record)
     held = False
     task = asyncio.current_task()
@@ -104,24 +106,23 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
                                               "base URL at the gateway instead")
         try:
             upstream, url = route(run.upstreams, request.raw_path)
-        except RouteError as exc:
-            raise Refused(403, "not_allowed", str(exc)) from None
-        record.upstream = upstream.base
-        if unmetered_write(request.method, urlsplit(url).path):
-            raise Refused(403, "not_metered", f"{request.method} {urlsplit(url).path} is not a "
-                          "model call the gateway meters; only those may write upstream")
+            record.upstream = upstream.base
+            record.wire = endpoint(upstream.api, upstream.prefix, request.method,
+                                   urlsplit(url).path)
+        except (RouteError, NotAnEndpoint) as exc:
+            raise Refused(403, "not_allowed", bounded(str(exc), MAX_MESSAGE_CHARS)) from None
         body = await read_body(request)
         record.request_bytes = len(body)
-        record.wire = wire_format(urlsplit(url).path)
         facts = request_facts(record.wire, body)
-        record.model, record.stream = facts.model, facts.stream
-        if record.wire is not None and run.models is not None and record.model not in run.models:
-            asked = (record.model or "")[:100]
-            raise Refused(403, "model_not_allowed", f"model {asked!r} is not one this condition "
-                          f"may use ({', '.join(sorted(run.models))}): it pins its model "
-                          "(settings.allowed_models names any others)")
+        record.model, record.stream = bounded(facts.model), facts.stream
+        record.max_output = facts.max_output
+        if record.wire is not None:
+            check_model(gateway, run, facts.model)
         record.prompt_messages, record.prompt_chars = facts.prompt_messages, facts.prompt_chars
         record.retry = run.seen_before(request.method, url, body)
+        asked = usage_requested(record.wire, body, facts)
+        if asked is not None:
+            body, record.usage_requested = asked, True
         if record.wire is not None:
             held = await take_place(run)
             reason = run.meter.admit()
@@ -134,12 +135,31 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         return error_response(exc.status, exc.kind, str(exc), exc.budget)
     except asyncio.CancelledError:
         record.error = record.error or "the run was closed while this request was in flight"
+        # a model call sent on may be billed, and its usage was never read: the run's totals
+        # are unknown, not short of it
+        record.cut_at_close = not ledger.done and ledger.admitted
         raise
     finally:
         ledger.finish()  # charged before the place is given up: the next admit sees it
         if held:
             run.model_calls.release()
         run.in_flight.discard(task)
+
+
+def check_model(gateway: "Gateway", run: "GatewayRun", model: Optional[str]) -> None:
+    """Refuse a model call naming a model the run may not use, or one a cost budget cannot
+    price (its calls could not be charged: the budget would not hold)."""
+    shown = repr(bounded(model or "", 100))
+    if run.models is not None and model not in run.models:
+        raise Refused(403, "model_not_allowed", f"model {shown} is not one this condition "
+                      f"may use ({', '.join(sorted(run.models))}): it pins its model "
+                      "(settings.allowed_models names any others)")
+    table = gateway.price_table
+    if run.meter.budgets.max_cost_usd is not None and table.name_of(model) is None:
+        raise Refused(403, "unpriced_model", f"model {shown} has no price in the price table "
+                      f"{table.id}, and this run has a cost budget, which an unpriced call "
+                      "could overrun: use a priced model id (or one of its listed aliases), or "
+                      "add the model to the price table")
 
 
 async def take_place(run: "GatewayRun") -> bool:
@@ -192,7 +212,7 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             raise
         message = scrubber.whole(f"upstream {upstream.base} failed: {type(exc).__name__}: "
                                  f"{exc}".encode()).decode(errors="replace")
-        record.error, record.status = message, 502
+        record.error, record.status = bounded(message, MAX_MESSAGE_CHARS), 502
         return error_response(502, "upstream_error", message, retry=True)
     finally:
         if token is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evalq.workers.gateway.budgets import BudgetMeter, RunBudgets
-from evalq.workers.gateway.records import Record, totals
+from evalq.workers.gateway.records import Record, capped, totals
 from evalq.workers.gateway.slots import Waiters
 from evalq.workers.gateway.upstreams import Upstream
 
@@ -29,6 +29,9 @@ MAX_IN_FLIGHT_BUDGETED = 4
 #: so without a bound an agent looping on a refusal for an hour would exhaust the worker
 #: that holds every other run. Past it, nothing more is served and the run is stopped.
 MAX_REQUESTS_PER_RUN = 20_000
+#: bytes of one run's wire records (JSON lines) kept for its artifact; past it a marker says
+#: how many were cut (each record's agent-chosen fields are bounded too: records.py)
+MAX_WIRE_ARTIFACT_BYTES = 8 * 1024 * 1024
 
 
 class GatewayRun:
@@ -57,7 +60,7 @@ class GatewayRun:
         self.concurrency = concurrency
         #: the models a model call may name (the condition's pinned and allowed ones); None: any
         self.models = models
-        self.meter = BudgetMeter(budgets)
+        self.meter = BudgetMeter(budgets, gateway.price_table)
         budgeted = budgets.max_tokens is not None or budgets.max_cost_usd is not None
         self.model_calls: Optional[asyncio.Semaphore] = \
             asyncio.Semaphore(MAX_IN_FLIGHT_BUDGETED) if budgeted else None
@@ -78,16 +81,17 @@ class GatewayRun:
 
     # ------------------------------------------------------------ read by the worker
     def records(self) -> list[dict[str, Any]]:
-        """Every finished request so far, in arrival order, as plain dicts."""
+        """Every finished request so far, in arrival order, as plain dicts (up to
+        MAX_WIRE_ARTIFACT_BYTES of them, then a marker)."""
         with self._lock:
-            return [r.as_dict() for r in sorted(self._records, key=lambda r: r.index)]
+            ordered = sorted(self._records, key=lambda r: r.index)
+        return capped([r.as_dict() for r in ordered], MAX_WIRE_ARTIFACT_BYTES)
 
     def totals(self) -> dict[str, Any]:
         """Counts and token/cost sums; a sum is None when any billed model call lacks it."""
         with self._lock:
             out = totals(self._records)
         out["exhausted"] = self.exhausted
-        out["unenforced"] = self.meter.unenforced
         return out
 
     def close(self) -> None:

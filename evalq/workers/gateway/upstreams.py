@@ -1,10 +1,14 @@
 """The allowlist of one run: which upstream base URLs it may reach, and how a request maps to one.
 
 An agent addresses the gateway by path: `http://127.0.0.1:PORT<mount>` stands for an upstream's
-base URL, so `<mount>/x` goes to `<url>/x` and can never leave the URL's path prefix. Or, like a
+base URL, so `<mount>/x` goes to `<url>/x` and can never leave the URL's path prefix. An
+upstream's mount is its own path prefix unless given: the agent's base URL is then the
+upstream's with only the origin replaced (`https://host/v1` is reached at
+`http://127.0.0.1:PORT/v1`, and `/v1/responses` goes to `https://host/v1/responses`). Or, like a
 forward proxy, by an absolute URL, which must fall under an allowlisted base URL: same scheme,
 host and port, and a path under its prefix. Paths that could climb out of a
 prefix once decoded (dot segments, encoded slashes, backslashes) are refused, not normalised.
+Within a base URL only the model-call endpoints of the upstream's `api` pass (endpoints.py).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import ipaddress
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence, Union
 from urllib.parse import unquote, urlsplit
+
+from evalq.workers.gateway.endpoints import API_NAMES
 
 #: How the credential goes on the upstream request.
 AUTH_STYLES = ("bearer", "x-api-key", "api-key", "none")
@@ -34,19 +40,25 @@ def _is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class Upstream:
-    """One allowlisted endpoint. Requests whose path starts with `mount` go to `url` + the rest.
+    """One allowlisted endpoint. Requests whose path starts with `mount` go to `url` + the rest
+    (`mount` None: the URL's own path, so the gateway mirrors the upstream's paths).
 
     `credential` names the key in the run's credentials mapping (e.g. "ANTHROPIC_API_KEY"),
-    sent as `auth` says. Plain http is allowed for loopback only (a local model server)."""
+    sent as `auth` says. `api` picks the model-call endpoints that pass (endpoints.API_NAMES:
+    "anthropic", "openai", or "any" for both). Plain http is allowed for loopback only (a local
+    model server)."""
 
     url: str
-    mount: str = "/"
+    mount: Optional[str] = None
     auth: str = "bearer"
     credential: Optional[str] = None
+    api: str = "any"
     scheme: str = field(init=False, repr=False)
     host: str = field(init=False, repr=False)
     port: int = field(init=False, repr=False)
     prefix: str = field(init=False, repr=False)
+    #: where the gateway serves it: `mount`, or the URL's own path prefix
+    door_path: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -62,9 +74,13 @@ class Upstream:
         if self.auth not in AUTH_STYLES:
             raise ValueError(f"upstream {self.url!r}: auth {self.auth!r} is not one of "
                              f"{', '.join(AUTH_STYLES)}")
-        if not self.mount.startswith("/"):
-            raise ValueError(f"upstream {self.url!r}: mount {self.mount!r} must start with /")
+        if self.api not in API_NAMES:
+            raise ValueError(f"upstream {self.url!r}: api {self.api!r} is not one of "
+                             f"{', '.join(API_NAMES)}")
         prefix = parts.path.rstrip("/")
+        mount = prefix or "/" if self.mount is None else self.mount
+        if not mount.startswith("/"):
+            raise ValueError(f"upstream {self.url!r}: mount {mount!r} must start with /")
         try:
             _check_path(prefix or "/")
         except RouteError as exc:
@@ -73,7 +89,7 @@ class Upstream:
         object.__setattr__(self, "host", parts.hostname.lower())
         object.__setattr__(self, "port", parts.port or DEFAULT_PORTS[parts.scheme])
         object.__setattr__(self, "prefix", prefix)
-        object.__setattr__(self, "mount", "/" + self.mount.strip("/"))
+        object.__setattr__(self, "door_path", "/" + mount.strip("/"))
 
     @property
     def origin(self) -> str:
@@ -112,7 +128,7 @@ def as_upstreams(items: Sequence[Union[str, Upstream]]) -> tuple[Upstream, ...]:
     ups = tuple(Upstream(item) if isinstance(item, str) else item for item in items)
     if not ups:
         raise ValueError("a run needs at least one upstream (its allowlist is empty)")
-    mounts = [u.mount for u in ups]
+    mounts = [u.door_path for u in ups]
     if len(set(mounts)) != len(mounts):
         raise ValueError(f"two upstreams share a mount in {mounts}; give each its own "
                          "mount, e.g. Upstream(url, mount='/anthropic')")
@@ -126,11 +142,12 @@ def route(upstreams: Sequence[Upstream], target: str) -> tuple[Upstream, str]:
     path, sep, query = target.partition("?")
     _check_path(path)
     mounted = [u for u in upstreams
-               if u.mount == "/" or path == u.mount or path.startswith(u.mount + "/")]
+               if u.door_path == "/" or path == u.door_path
+               or path.startswith(u.door_path + "/")]
     if not mounted:
         raise RouteError(f"no allowlisted upstream is mounted at {path!r}")
-    upstream = max(mounted, key=lambda u: len(u.mount))
-    rest = path[len(upstream.mount):] if upstream.mount != "/" else path  # "" or "/..."
+    upstream = max(mounted, key=lambda u: len(u.door_path))
+    rest = path[len(upstream.door_path):] if upstream.door_path != "/" else path  # "" or "/.."
     upstream_path = (upstream.prefix + rest) or "/"
     return upstream, upstream.origin + upstream_path + (sep + query)
 
@@ -157,6 +174,7 @@ def _route_absolute(upstreams: Sequence[Upstream], target: str) -> tuple[Upstrea
 #: The providers a shipped adapter talks to, with the credential each one reads.
 PROVIDERS = {
     "anthropic": Upstream("https://api.anthropic.com", auth="x-api-key",
-                          credential="ANTHROPIC_API_KEY"),
-    "openai": Upstream("https://api.openai.com", auth="bearer", credential="OPENAI_API_KEY"),
+                          credential="ANTHROPIC_API_KEY", api="anthropic"),
+    "openai": Upstream("https://api.openai.com/v1", auth="bearer", credential="OPENAI_API_KEY",
+                       api="openai"),
 }

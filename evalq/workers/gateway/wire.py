@@ -1,5 +1,5 @@
-"""What a request says about itself: its wire format (from the path), model, streaming, and
-prompt size (message count and characters of message text)."""
+"""What a model call says about itself: model, streaming and prompt size (message count and
+characters of message text). Its wire format comes from its endpoint (endpoints.py)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES = "anthropic-messages", "openai-chat", "openai-responses"
-#: Path endings of the model calls the gateway meters; anything else is forwarded unmetered.
-PATH_ENDINGS = (("/messages", ANTHROPIC), ("/chat/completions", OPENAI_CHAT),
-                ("/responses", OPENAI_RESPONSES),
-                ("/responses/compact", OPENAI_RESPONSES))  # Codex's remote compaction
-#: Requests that change nothing billable: forwarded unmetered. Any other write (POST, PUT,
-#: PATCH, DELETE) that is not a metered model call is refused, so no billed endpoint the
-#: gateway cannot meter (batches, files, embeddings, fine-tuning, ...) slips past a budget.
-READ_METHODS = ("GET", "HEAD", "OPTIONS")
-FREE_WRITES = ("/messages/count_tokens", "/responses/input_tokens")
 #: Keys whose string values are text the model reads (tool arguments and results included).
 TEXT_KEYS = ("text", "content", "output", "arguments", "thinking", "instructions", "system")
-
-
-def wire_format(path: str) -> Optional[str]:
-    """The metered format of a request path, None for others (count_tokens, models, ...)."""
-    path = path.split("?", 1)[0].rstrip("/")
-    return next((name for end, name in PATH_ENDINGS if path.endswith(end)), None)
-
-
-def unmetered_write(method: str, path: str) -> bool:
-    """A write to an endpoint that is neither a metered model call nor known to be free."""
-    path = path.split("?", 1)[0].rstrip("/")
-    return method.upper() not in READ_METHODS and wire_format(path) is None \
-        and not path.endswith(FREE_WRITES)
 
 
 def text_chars(value: Any) -> int:
@@ -49,12 +27,45 @@ def text_chars(value: Any) -> int:
     return total
 
 
+#: where each format puts the most output tokens the reply may have, first found wins
+MAX_OUTPUT_KEYS = {ANTHROPIC: ("max_tokens",),
+                   OPENAI_CHAT: ("max_completion_tokens", "max_tokens"),
+                   OPENAI_RESPONSES: ("max_output_tokens",)}
+
+
 @dataclass(frozen=True)
 class RequestFacts:
     model: Optional[str] = None
     stream: bool = False
     prompt_messages: Optional[int] = None
     prompt_chars: Optional[int] = None
+    #: the output cap the request sets (None: the model's own limit applies)
+    max_output: Optional[int] = None
+    #: whether it has stream_options, and whether they ask for usage (include_usage)
+    stream_options: bool = False
+    usage_asked: bool = False
+
+
+def _positive_int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+def usage_requested(wire: Optional[str], body: bytes, facts: "RequestFacts") -> Optional[bytes]:
+    """The body of an OpenAI chat stream that does not ask for usage, now asking for it
+    (`stream_options.include_usage`), else None. Without it the stream carries no counts, so
+    no budget could be charged for it: the gateway asks itself, whatever the agent wanted.
+    Without stream_options the member is spliced in before the object's closing brace (no
+    re-encoding of a prompt of megabytes); with other stream_options the body is rewritten."""
+    if wire != OPENAI_CHAT or not facts.stream or facts.usage_asked:
+        return None
+    if not facts.stream_options:
+        return body.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
+    payload = json.loads(body)
+    options = payload.get("stream_options")
+    payload["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                                 "include_usage": True}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def request_facts(wire: Optional[str], body: bytes) -> RequestFacts:
@@ -78,5 +89,11 @@ def request_facts(wire: Optional[str], body: bytes) -> RequestFacts:
         items = payload.get("messages")
         messages = len(items) if isinstance(items, list) else None
         chars = text_chars(items) + text_chars(payload.get("system"))
+    cap = next((v for v in (_positive_int(payload.get(k)) for k in MAX_OUTPUT_KEYS[wire])
+                if v is not None), None)
+    options = payload.get("stream_options")
     return RequestFacts(model=model, stream=stream, prompt_messages=messages,
-                        prompt_chars=chars if messages is not None else None)
+                        prompt_chars=chars if messages is not None else None, max_output=cap,
+                        stream_options="stream_options" in payload,
+                        usage_asked=isinstance(options, dict)
+                        and options.get("include_usage") is True)
