@@ -23,7 +23,7 @@ def write_study_report(engine, settings, study_id: str, out: Path | None = None,
     report = report if report is not None else compute_report(engine, study_id)
     folder = out or report_dir(settings, study_id)
     links = (write_transcripts(engine, settings.artifacts_url, study_id, folder)
-             if "html" in formats else None)
+             if {"html", "md"} & set(formats) else None)
     return write_reports(report, folder, formats, links)
 
 
@@ -240,9 +240,12 @@ def report(study: str, fmt: str, out: str | None) -> None:
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
         from evalq.fileio import write_text_atomic
-        from evalq.report.write import RENDERERS
+        from evalq.report.write import render
 
-        write_text_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
+        target = Path(out)  # its transcript pages go beside it, linked relative to it
+        links = (write_transcripts(engine, settings.artifacts_url, study_id, target.parent)
+                 if fmt in ("md", "html") else None)
+        write_text_atomic(target, render(compute_report(engine, study_id), fmt, links))
         click.echo(f"report: {out}")
         return
     paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)

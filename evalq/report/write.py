@@ -28,12 +28,23 @@ FORMATS = tuple(RENDERERS)
 def write_reports(report: dict[str, Any], out_dir: Path,
                   formats: tuple[str, ...] = ("json", "md", "html"),
                   links: dict[str, str] | None = None) -> dict[str, Path]:
-    """`links`: trial id → transcript page, linked from the HTML report's run table."""
+    """`links`: trial id → transcript page relative to out_dir, linked from the Markdown and
+    HTML reports' run tables."""
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        text = render_html(report, links) if fmt == "html" else \
-            json_pieces(report) if fmt == "json" else RENDERERS[fmt](report)
-        write_text_atomic(path, text)
+        write_text_atomic(path, render(report, fmt, links,
+                                       "report.json" if "json" in formats else None))
         paths[fmt] = path
     return paths
+
+
+def render(report: dict[str, Any], fmt: str, links: dict[str, str] | None = None,
+           full_rows: str | None = None):
+    """One format's text (report.json as pieces); `full_rows`: the link to report.json from
+    the Markdown, when it is written beside it."""
+    if fmt == "html":
+        return render_html(report, links)
+    if fmt == "md":
+        return render_markdown(report, links, full_rows)
+    return json_pieces(report) if fmt == "json" else RENDERERS[fmt](report)
