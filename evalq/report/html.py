@@ -56,7 +56,7 @@ def _inline(text: str) -> str:
         if text[i] != "`":
             i += 1
             continue
-        n = len(text) - len(text[i:].lstrip("`"))  # the run of backticks at i
+        n = len(text[i:]) - len(text[i:].lstrip("`"))  # the run of backticks at i
         close = re.compile(r"(?<!`)" + "`" * n + r"(?!`)").search(text, i + n)
         if close is None:
             i += n  # no closing run: the backticks are text

@@ -333,14 +333,11 @@ RUN_COLUMNS = (
     ("stop reason", ("stop_reason",),
      lambda r: inert(r.get("stop_reason"), 60) or fmt.UNAVAILABLE),
     ("cost", ("cost_usd",), lambda r: fmt.usd(r.get("cost_usd"))),
-    ("stderr (last line)", ("stderr_tail",), lambda r: _last_line(r.get("stderr_tail"))),
+    ("agent error", ("agent_error",), lambda r: inert(r.get("agent_error"), 80) or "none"),
+    # the whole tail is on the run's transcript page
+    ("last stderr line", ("stderr_last_line",),
+     lambda r: inert(r.get("stderr_last_line"), 120) or fmt.UNAVAILABLE),
 )
-
-
-def _last_line(text: str | None) -> str:
-    """The last line the agent wrote to stderr (the whole tail is on its transcript page)."""
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return inert(lines[-1], 120) if lines else fmt.UNAVAILABLE
 
 
 def run_columns(rows: list[dict[str, Any]], trim: bool) -> tuple[list, list[str]]:

@@ -65,8 +65,26 @@ def _step(step: dict[str, Any]) -> str:
     return f'<div class="step {kind}">' + "".join(parts) + "</div>"
 
 
-def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
-    """One run's transcript page (a trajectory document, other text as is, or none)."""
+def run_summary(attempt: Any, diff: Optional[bytes] = None) -> str:
+    """How the run ended, as HTML, before its transcript: outcome, reason, exit status and the
+    tail of the agent's stderr (all escaped: the reason and stderr may be the agent's words)."""
+    metrics = getattr(attempt, "metrics", None) or {}
+    code = metrics.get("exit_code")
+    facts = [("outcome", getattr(attempt, "outcome", None) or "pending"),
+             ("reason", getattr(attempt, "reason", None) or "none given"),
+             ("exit status", "unavailable" if code is None else str(code))]
+    stderr = metrics.get("stderr_tail")
+    return ('<h2>Run</h2><ul class="run">'
+            + "".join(f"<li>{name}: {escape(str(value))}</li>" for name, value in facts)
+            + "</ul><h2>Stderr (last lines)</h2>"
+            + (_pre(stderr) if stderr else
+               "<p>the agent wrote nothing to stderr (or it was not recorded)</p>")
+            + "<h2>Transcript</h2>\n")
+
+
+def render_transcript(trial_id: str, data: Optional[bytes], summary: str = "") -> str:
+    """One run's transcript page (a trajectory document, other text as is, or none), after
+    `summary` (run_summary's HTML) when given."""
     try:
         doc = json.loads(data) if data else None
     except ValueError:
@@ -92,7 +110,7 @@ def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
             f'<p><a href="../report.html">report</a></p><h1>{title}</h1>\n'
-            + "\n".join(body) + "\n</body></html>\n")
+            + summary + "\n".join(body) + "\n</body></html>\n")
 
 
 def page_name(trial_id: str) -> str:
@@ -111,6 +129,6 @@ def write_transcripts(engine, artifacts_url: str, study_id: str,
         ref = (getattr(attempt, "artifacts", None) or {}).get("transcript")
         data = store.get(ref) if ref and store.exists(ref) else None
         link = page_name(trial_id)
-        write_text_atomic(out_dir / link, render_transcript(trial_id, data))
+        write_text_atomic(out_dir / link, render_transcript(trial_id, data, run_summary(attempt)))
         links[trial_id] = link
     return links

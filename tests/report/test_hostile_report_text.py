@@ -4,6 +4,7 @@ Markdown or HTML report or rewrite the operator's terminal."""
 from __future__ import annotations
 
 import re
+from html import unescape
 from html.parser import HTMLParser
 
 import pytest
@@ -105,6 +106,16 @@ def _viewers():
             "markdown-it": it.render}
 
 
+def _code_texts(html: str) -> list[str]:
+    return [unescape(t) for t in re.findall(r"<code>(.*?)</code>", html, re.DOTALL)]
+
+
+def markdown_to_html_text(markdown: str) -> str:
+    from evalq.report.html import markdown_to_html
+
+    return "\n".join(markdown_to_html(markdown))
+
+
 def _hostile_report(tmp_path):
     conditions = [{"name": "base", "agent": "scripted", "model": "m1", "commit": "aaa"},
                   {"name": "cand", "agent": "scripted", "model": "m1", "commit": "bbb"}]
@@ -112,12 +123,14 @@ def _hostile_report(tmp_path):
                         k=1, conditions=conditions,
                         outcome=lambda t, c, r: "correct" if c == "cand" else "incorrect",
                         metrics=lambda t, c, r: {"stop_reason": HOSTILE,
-                                                 "wire_models": [HOSTILE, "m1"]})
+                                                 "wire_models": [HOSTILE, "m1"],
+                                                 "exit_code": 1, "model_calls": 0,
+                                                 "stderr_tail": HOSTILE})
     report = compute_report(engine, "hostile-md", n_resamples=200)
     # what other parts of a report carry from the agent: stderr, and a model name as a
     # condition's description shows it
     for row in report["trial_rows"]:
-        row["stderr_tail"], row["reason"] = HOSTILE, HOSTILE
+        row["stderr_last_line"], row["reason"], row["agent_error"] = HOSTILE, HOSTILE, HOSTILE
     report["overview"]["conditions"]["cand"]["model"] = HOSTILE
     report["agent_errors"] = {"cand": {"runs": 2, "errors": 1, "by_kind": {HOSTILE: 1}}}
     return report
@@ -150,6 +163,9 @@ def test_agent_text_renders_inert_in_real_markdown_viewers(tmp_path):
     seen = _Tags()
     seen.feed(html)
     assert "<script" not in html and "<img" not in html
+    # the HTML report reads the Markdown as a viewer does: the same code spans, whole
+    assert _code_texts(markdown_to_html_text(render_markdown(report))) == \
+        _code_texts(_viewers()["markdown-it"](render_markdown(report)))
     assert {h for h in seen.hrefs} <= set(links.values()) | {"../report.html"}
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 8
 
