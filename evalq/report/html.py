@@ -184,8 +184,12 @@ def render_html(report: dict[str, Any], links: dict[str, str] | None = None) -> 
                 html.append(svg)
     if in_runs:
         html += _every_column(report, by_cell)
-    title = escape(f"evalq report: {report['study']['id']}")
+    return page(f"evalq report: {report['study']['id']}", html)
+
+
+def page(title: str, body: list[str]) -> str:
+    """A whole HTML document around `body`'s elements: no script, nothing loaded (CSP)."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(html) + "\n</body></html>\n")
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

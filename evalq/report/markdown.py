@@ -111,7 +111,7 @@ def _outcomes(report: dict[str, Any]) -> list[str]:
     return lines + notes + [""]
 
 
-def _metrics_table(conditions: dict[str, Any]) -> list[str]:
+def metrics_table(conditions: dict[str, Any]) -> list[str]:
     names = list(conditions)
     lines = ["| metric | k | " + " | ".join(inert(n, 80) for n in names) + " |",
              "|---|---|" + "---|" * len(names)]
@@ -123,7 +123,9 @@ def _metrics_table(conditions: dict[str, Any]) -> list[str]:
 
 
 def _pass_k_table(conditions: dict[str, Any]) -> list[str]:
-    """pass@k and pass^k for every k = 1 … n, one row per (k, condition)."""
+    """pass@k and pass^k for every k = 1 … n, one row per (k, condition); none without rows."""
+    if not any(block.get("pass_k") for block in conditions.values()):
+        return []
     lines = ["pass@k (at least one of k runs passes) and pass^k (all k pass), unbiased "
              "estimators over each task's runs:", "",
              "| k | condition | pass@k | pass^k | tasks |", "|---|---|---|---|---|"]
@@ -138,16 +140,16 @@ def _metrics(report: dict[str, Any]) -> list[str]:
     lines = ["## Metrics per condition (estimate [95% CI])", ""]
     tracks = report["tracks"]
     if len(tracks) == 1:
-        return lines + _metrics_table(report["conditions"])
+        return lines + metrics_table(report["conditions"])
     lines.append("This study has several tracks; metrics are reported per track and never "
                  "aggregated across them.")
     lines.append("")
     for track, block in tracks.items():
-        lines += [f"### Track: {inert(track, 80, False)}", ""] + _metrics_table(block["conditions"])
+        lines += [f"### Track: {inert(track, 80, False)}", ""] + metrics_table(block["conditions"])
     return lines
 
 
-def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list[str]:
+def comparison_lines(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list[str]:
     title = f"### {inert(comp['candidate'], 80, False)} - {inert(comp['baseline'], 80, False)}"
     if several_tracks:
         title += f" (track {inert(comp['track'], 80, False)})"
@@ -195,7 +197,7 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
     if not report["comparisons"]:
         return lines + ["No comparison: the study has one condition.", ""]
     for comp in report["comparisons"]:
-        lines += _comparison(comp, report["inference"]["tests"], len(report["tracks"]) > 1)
+        lines += comparison_lines(comp, report["inference"]["tests"], len(report["tracks"]) > 1)
     return lines
 
 
