@@ -60,7 +60,7 @@ def _provenance(report: dict[str, Any]) -> list[str]:
              f"- manifest digest: {_digest(digests.get('manifest_digest'))}",
              f"- lock digest: {_digest(study['lock_digest'])}",
              f"- suite digest: {_digest(digests.get('suite_digest'))}",
-             f"- pre-registration (power plan): {describe_plan(report.get('power_plan'))}",
+             f"- pre-registration, power plan: {describe_plan(report.get('power_plan'))}",
              f"- counting: {report['counting']}",
              f"- power_warning: **{'yes' if report['power_warning'] else 'no'}**"
              + (f" ({'; '.join(inert(r, 300, False) for r in report['power_warning_reasons'])})"
