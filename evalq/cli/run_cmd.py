@@ -232,7 +232,8 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html", "all"]),
               default="all", show_default=True, help="all = json, md and html.")
 @click.option("--out", type=click.Path(), default=None,
-              help="A file (with one --format) or a directory.")
+              help="A file (with one --format) or a directory; the Markdown and HTML "
+                   "reports' transcript pages go beside it, in transcripts/.")
 def report(study: str, fmt: str, out: str | None) -> None:
     """Write the study's report from the results database."""
     engine, settings = engine_and_settings()
