@@ -1,5 +1,8 @@
 """Markdown rendering of a computed report. Missing numbers read 'unavailable', never 0.
 
+The answer first (evalq/report/answer.py), then the detail a reviewer checks it by, and last
+the design and the digests it is pinned by. Every string evalq did not write itself (names,
+reasons, model names, stop reasons, stderr) goes through evalq.report.mdtext.inert.
 In commit-comparison mode the report shows intervals only: no test results and no wording
 that claims or denies an effect.
 """
@@ -13,7 +16,6 @@ from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
-from evalq.analysis.pinning import describe as describe_pinning
 from evalq.report import fmt
 from evalq.report.answer import answer_lines
 from evalq.report.definitions import definition_lines
