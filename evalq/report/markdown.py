@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.report.agent_error_lines import agent_error_lines
 from evalq.report.integrity import integrity_lines
 from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
@@ -402,7 +403,8 @@ def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
     """`links`: trial id -> its transcript page, relative to where this report is written;
     `full_rows`: the relative link to report.json when it is written beside it."""
     lines = ([f"# evalq report: {inert(report['study']['id'], 200, False)}", ""]
-             + answer_lines(report) + _outcomes(report) + definition_lines(report)
+             + answer_lines(report) + _outcomes(report) + agent_error_lines(report)
+             + definition_lines(report)
              + _metrics(report) + _comparisons(report) + _grid(report) + _cost(report)
              + _reliability(report) + _tracks(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)

@@ -42,7 +42,7 @@ ATTACKS = {
     "raises a 3 MB message": "def answer():\n    raise ValueError('x' * 3_000_000)\n",
     "returns a 3 MB wrong string": "def answer():\n    return 41\n\n"
                                    "def name():\n    return 'y' * 3_000_000\n",
-    "answers slowly": "import time\n\ndef answer():\n    time.sleep(3)\n    return 41\n",
+    "answers slowly": "import time\n\ndef answer():\n    time.sleep(10)\n    return 41\n",
     "floods the channel": RAW_CHANNEL + """
 def answer():
     out = channel()
@@ -62,9 +62,11 @@ def answer():
 }
 
 
-def fast(root: Path, tests: str | None = None, timeout: int = 8, memory_mb: int = 256):
-    """The forgery fixture (answer() must be 42) with a short time limit, so an attack on the
-    time limit is cheap to run: the judge's deadline for answers is then 5 s."""
+def fast(root: Path, tests: str | None = None, timeout: int = 20, memory_mb: int = 256):
+    """The forgery fixture (answer() must be 42). Its time limit (a third of the shipped
+    fixtures') gives the subject 14 s for answers and the judge 6 s of its own: on a loaded
+    machine a slower start-up of the judge must not be what an attack on the time limit
+    measures (a judge too slow to start is evalq's failure, whatever the subject does)."""
     make_fixture(root, "judge", tests)
     spec = root / "fixture.toml"
     spec.write_text(spec.read_text().replace("timeout_seconds = 20", f"timeout_seconds = {timeout}")
@@ -104,10 +106,10 @@ def test_subject_cannot_push_its_judge_past_a_limit(fixtures, backend, tmp_path,
 
 def test_hung_build_in_a_make_fixture_is_incorrect(backend, tmp_path):
     """The toolchain route to the same end: a Makefile whose build never ends. The hidden
-    conftest's build() waits up to 60 s, past this copy's 8 s time limit."""
+    conftest's build() waits up to 60 s, past this copy's 20 s time limit."""
     path = copy_fixture("c-vsort-bugfix", tmp_path / "fixtures")
     spec = path / "fixture.toml"
-    spec.write_text(re.sub(r"timeout_seconds = \d+", "timeout_seconds = 8", spec.read_text()))
+    spec.write_text(re.sub(r"timeout_seconds = \d+", "timeout_seconds = 20", spec.read_text()))
     freeze_fixture(path)
     fixture = load_fixture(path)
     workspace = tmp_path / "agent-workspace"

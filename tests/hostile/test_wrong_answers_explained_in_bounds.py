@@ -18,7 +18,7 @@ from evalq.models import Outcome
 from test_judge_split import JUDGED
 from test_subject_cannot_fail_the_grader import RAW_CHANNEL, fast, graded
 
-TIMEOUT = 8  # the judge's time limit in these fixtures (its deadline for answers is 5 s)
+TIMEOUT = 20  # the judge's time limit in these fixtures (its deadline for answers is 14 s)
 #: the hidden checks: each compares one answer with its expected value by `==`
 CHECKS = JUDGED + '''
 
