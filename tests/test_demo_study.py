@@ -23,5 +23,6 @@ def test_demo_study_runs_and_the_incorrect_references_fail(tmp_path):
     assert plausible["outcomes"]["incorrect"] == 3 * len(fixtures)
     assert plausible["outcomes"]["correct"] == 0
     markdown = open(paths["md"]).read()
-    row = next(l for l in markdown.splitlines() if l.startswith("| plausible |"))
+    outcomes = markdown.split("## Outcomes per condition", 1)[1]
+    row = next(l for l in outcomes.splitlines() if l.startswith("| plausible |"))
     assert f"| 0 | {3 * len(fixtures)} |" in row

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.cli.common import STUDY, engine_and_settings, study_id_of
 from evalq.models import check_study_id
@@ -21,9 +20,10 @@ def _study_and_condition(value: str, field: str) -> str:
 @click.command()
 @click.argument("baseline", callback=lambda _c, _p, v: _study_and_condition(v, "BASELINE"))
 @click.argument("candidate", callback=lambda _c, _p, v: _study_and_condition(v, "CANDIDATE"))
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write the comparison as JSON here.")
-def compare(baseline: str, candidate: str, out: str | None) -> None:
+@click.option("--out", multiple=True, type=click.Path(dir_okay=False),
+              help="Write the comparison here, as its suffix says: .md Markdown, .html a "
+                   "self-contained page, anything else JSON. Repeat for several.")
+def compare(baseline: str, candidate: str, out: tuple[str, ...]) -> None:
     """Compare two studies (STUDY or STUDY:CONDITION each), e.g. two commits.
 
     Refuses, naming the differing field, when their pinned inputs differ. Conditions with an
@@ -33,12 +33,12 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
     from evalq.analysis.condition_metrics import label
     from evalq.analysis.studies import compare_studies
     from evalq.report import fmt
-    from evalq.fileio import write_text_atomic
+    from evalq.report.comparison import describe_side, write_comparison
 
     engine, _ = engine_and_settings()
     result = compare_studies(engine, baseline, candidate)
-    if out:
-        write_text_atomic(Path(out), dumps(result, indent=2) + "\n")
+    for path in out:
+        write_comparison(result, Path(path))
     comp = result["comparison"]
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for role, name in (("baseline", baseline), ("candidate", candidate)):
@@ -50,19 +50,8 @@ def compare(baseline: str, candidate: str, out: str | None) -> None:
         if result["tests"]:
             line += f"  p {fmt.number(m['p_value'], 4)}"
         click.echo(line)
-    if out:
-        click.echo(f"comparison: {out}")
-
-
-def describe_side(pinned: dict) -> str:
-    """A compared side's agent code: its commit, and its source digest when it has one."""
-    source = pinned.get("agent_source")
-    commit = pinned.get("commit") or "unavailable"
-    if not source:
-        return f"commit {commit}"
-    named = f" ({source['name']})" if source.get("name") else ""
-    dirty = ", with uncommitted changes" if source.get("dirty") else ""
-    return f"commit {commit}{named}, agent source {source.get('digest')}{dirty}"
+    for path in out:
+        click.echo(f"comparison: {path}")
 
 
 @click.command(name="import")

@@ -23,7 +23,7 @@ def write_study_report(engine, settings, study_id: str, out: Path | None = None,
     report = report if report is not None else compute_report(engine, study_id)
     folder = out or report_dir(settings, study_id)
     links = (write_transcripts(engine, settings.artifacts_url, study_id, folder)
-             if "html" in formats else None)
+             if {"html", "md"} & set(formats) else None)
     return write_reports(report, folder, formats, links)
 
 
@@ -245,17 +245,20 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
 @click.option("--format", "fmt", type=click.Choice(["json", "md", "html", "all"]),
               default="all", show_default=True, help="all = json, md and html.")
 @click.option("--out", type=click.Path(), default=None,
-              help="A file (with one --format) or a directory.")
+              help="A file (with one --format) or a directory; the Markdown and HTML "
+                   "reports' transcript pages go beside it, in transcripts/.")
 def report(study: str, fmt: str, out: str | None) -> None:
     """Write the study's report from the results database."""
     engine, settings = engine_and_settings()
     study_id = study_id_of(study)
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
-        from evalq.fileio import write_text_atomic
-        from evalq.report.write import RENDERERS
+        from evalq.report.write import write_one
 
-        write_text_atomic(Path(out), RENDERERS[fmt](compute_report(engine, study_id)))
+        target = Path(out)  # its transcript pages go beside it, linked relative to it
+        links = (write_transcripts(engine, settings.artifacts_url, study_id, target.parent)
+                 if fmt in ("md", "html") else None)
+        write_one(compute_report(engine, study_id), fmt, target, links)
         click.echo(f"report: {out}")
         return
     paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)

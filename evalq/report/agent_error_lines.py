@@ -10,17 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from evalq.analysis.agent_errors import describe_exit
-from evalq.plaintext import one_line
 from evalq.report import fmt
+from evalq.report.mdtext import inert
 
 #: agent-error runs listed; the rest are in report.json's trial_rows
 SHOWN = 20
 
 
 def _cell(text: Any, limit: int = 160) -> str:
-    """Agent text for one Markdown table cell: one line, its pipes and backticks escaped."""
-    return one_line(None if text is None else str(text), limit).replace("|", "\\|") \
-        .replace("`", "'") or fmt.UNAVAILABLE
+    """Agent text for one Markdown table cell, inert in any Markdown viewer."""
+    return inert(None if text is None else str(text), limit) or fmt.UNAVAILABLE
 
 
 def agent_error_lines(report: dict[str, Any]) -> list[str]:
@@ -34,13 +33,14 @@ def agent_error_lines(report: dict[str, Any]) -> list[str]:
              "| condition | runs | agent errors | kinds |", "|---|---|---|---|"]
     for name, c in counts.items():
         kinds = "; ".join(f"{kind}: {n}" for kind, n in c["by_kind"].items()) or "none"
-        lines.append(f"| {name} | {c['runs']} | {c['errors']} | {kinds} |")
+        lines.append(f"| {_cell(name, 80)} | {c['runs']} | {c['errors']} | {_cell(kinds, 400)} |")
     rows = [r for r in report.get("trial_rows") or [] if r.get("agent_error")]
     lines += ["", "| trial | condition | outcome | agent error | exit status | model calls "
               "| stop reason | last stderr line |", "|---|" + "---|" * 7]
     for r in rows[:SHOWN]:
-        lines.append(f"| {r['trial_id']} | {r['condition']} | {r['outcome']} | "
-                     f"{r['agent_error']} | {describe_exit(r.get('exit_code'))} | "
+        lines.append(f"| {_cell(r['trial_id'], 200)} | {_cell(r['condition'], 80)} | "
+                     f"{r['outcome']} | {_cell(r['agent_error'], 80)} | "
+                     f"{describe_exit(r.get('exit_code'))} | "
                      f"{fmt.count(r.get('model_calls'))} | {_cell(r.get('stop_reason'), 60)} | "
                      f"{_cell(r.get('stderr_last_line'))} |")
     if len(rows) > SHOWN:

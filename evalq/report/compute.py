@@ -15,6 +15,7 @@ from evalq.analysis.pinning import pinning_block, pinning_reasons
 from evalq.analysis.usage import FROM_WIRE, usage_source
 from evalq.ops.failures import FAILURES
 from evalq.report.integrity import integrity_block
+from evalq.report.overview import overview_block
 from evalq.report.preregistration import claim_reasons, plan_record
 from evalq import __version__
 from evalq.gcpause import cyclic_gc_paused
@@ -295,7 +296,9 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         first_run_at = first_started_at(engine, study_id)
         # each condition's runs grouped by task, and each set of resample indices drawn, once
         with shared_groupings(), shared_resamples():
-            return _report(study, runs, n_resamples, first_run_at)
+            report = _report(study, runs, n_resamples, first_run_at)
+        report["overview"] = overview_block(engine, study, runs)
+        return report
 
 
 def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,

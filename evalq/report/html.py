@@ -12,7 +12,8 @@ from typing import Any
 
 from evalq.analysis.condition_metrics import LABELS
 from evalq.report.charts import forest_plot, outcomes_chart, pass_rate_grid
-from evalq.report.markdown import render_markdown
+from evalq.report.markdown import RUNS_SHOWN, render_markdown, run_table
+from evalq.report.mdtext import inert
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Words and numbers never break inside (no overflow-wrap:anywhere, which split "incorrect"
@@ -27,18 +28,73 @@ overflow-wrap:normal;word-break:normal;hyphens:manual}th{background:#f3f3f3}code
 """
 
 
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+#: a link the report itself makes: a file beside it (no scheme, no absolute path)
+_RELATIVE = re.compile(r"(?![/\\])[\w./#%-]+")
+
+
+def _text(text: str) -> str:
+    """Evalq's own Markdown outside code spans: **bold**, and links to files beside the
+    report. Agent text never reaches here as markup (evalq.report.mdtext puts anything but
+    plain words in a code span)."""
+    html = _BOLD.sub(r"<strong>\1</strong>", escape(text))
+
+    def link(m: re.Match) -> str:
+        href = m.group(2)
+        return (f'<a href="{href}">{m.group(1)}</a>' if _RELATIVE.fullmatch(href)
+                else m.group(0))
+
+    return _LINK.sub(link, html)
+
+
 def _inline(text: str) -> str:
-    out = escape(text)
-    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    """One line of the report's Markdown as HTML: code spans (any fence length, as
+    CommonMark reads them) shown literally, the rest through _text."""
+    out, i, start = [], 0, 0
+    while i < len(text):
+        if text[i] != "`":
+            i += 1
+            continue
+        n = len(text[i:]) - len(text[i:].lstrip("`"))  # the run of backticks at i
+        close = re.compile(r"(?<!`)" + "`" * n + r"(?!`)").search(text, i + n)
+        if close is None:
+            i += n  # no closing run: the backticks are text
+            continue
+        content = text[i + n:close.start()]
+        if len(content) > 1 and content[0] == content[-1] == " " and content.strip():
+            content = content[1:-1]
+        out.append(_text(text[start:i]) + f"<code>{escape(content)}</code>")
+        i = start = close.end()
+    out.append(_text(text[start:]))
+    return "".join(out)
 
 
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """A table row's cells, split at pipes that are not escaped (an escaped pipe is the
+    cell's own, in a code span or not, as GitHub's tables read it)."""
+    cells, current, i = [], [], 0
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    while i < len(body):
+        if body[i] == "\\" and body[i + 1:i + 2] == "|":
+            current.append("|")
+            i += 2
+            continue
+        if body[i] == "|":
+            cells.append("".join(current).strip())
+            current = []
+        else:
+            current.append(body[i])
+        i += 1
+    if "".join(current).strip():
+        cells.append("".join(current).strip())
+    return cells
 
 
 def _first_cell(cell: str, links: dict[str, str]) -> str:
-    """A run table's trial cell, linked to its transcript page when there is one."""
+    """A run table's trial cell, linked to its transcript page when there is one (and the
+    Markdown has not linked it already)."""
     link = links.get(cell)
     return (f'<td><a href="{escape(link)}">{_inline(cell)}</a></td>' if link
             else f"<td>{_inline(cell)}</td>")
@@ -95,9 +151,20 @@ def forest_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _every_column(report: dict[str, Any], links: dict[str, str]) -> list[str]:
+    """The run table with every column, folded away under the trimmed one."""
+    rows = report.get("trial_rows") or []
+    if not rows or len(rows) > RUNS_SHOWN:
+        return []
+    table, _ = run_table(rows, trim=False)
+    return (["<details><summary>Every column of every run</summary>"]
+            + markdown_to_html("\n".join(table), links) + ["</details>"])
+
+
 def render_html(report: dict[str, Any], links: dict[str, str] | None = None) -> str:
-    """`links`: trial id → its transcript page (relative), linked from the run table."""
-    body = markdown_to_html(render_markdown(report), links)
+    """`links`: trial id → its transcript page (relative), linked from the run tables."""
+    by_cell = {inert(trial, 200): href for trial, href in (links or {}).items()}
+    body = markdown_to_html(render_markdown(report), by_cell)
     charts = {
         "Outcomes per condition": outcomes_chart(report["conditions"]),
         "Paired comparisons": forest_plot(forest_rows(report)),
@@ -105,13 +172,24 @@ def render_html(report: dict[str, Any], links: dict[str, str] | None = None) -> 
                                                      list(report["conditions"])),
     }
     html: list[str] = []
+    in_runs = False
     for element in body:
+        if element.startswith("<h2>") and in_runs:
+            html += _every_column(report, by_cell)
+            in_runs = False
         html.append(element)
+        in_runs = in_runs or element == "<h2>Runs</h2>"
         for heading, svg in charts.items():
             if element.startswith("<h2>") and element[4:].startswith(escape(heading)):
                 html.append(svg)
-    title = escape(f"evalq report: {report['study']['id']}")
+    if in_runs:
+        html += _every_column(report, by_cell)
+    return page(f"evalq report: {report['study']['id']}", html)
+
+
+def page(title: str, body: list[str]) -> str:
+    """A whole HTML document around `body`'s elements: no script, nothing loaded (CSP)."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(html) + "\n</body></html>\n")
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from evalq.report.mdtext import inert
+
 
 def integrity_block(views) -> dict[str, Any]:
     """Every finished attempt's `tampered` and `verdict` (from its grade record)."""
@@ -29,14 +31,16 @@ def integrity_block(views) -> dict[str, Any]:
 def integrity_lines(block: dict[str, Any] | None) -> list[str]:
     if not block:
         return []
-    verdicts = ", ".join(f"{k}: {v}" for k, v in sorted(block["verdicts"].items())) or "none"
+    verdicts = ", ".join(f"{inert(k, 60, False)}: {v}"
+                         for k, v in sorted(block["verdicts"].items())) or "none"
     lines = ["## Grading integrity", "", f"Verdicts by kind: {verdicts}.",
              f"Tampered attempts (graded incorrect): {block['tampered_count']}.", ""]
     if block.get("note"):
         lines += [f"Note: {block['note']}.", ""]
     if block["tampered"]:
         lines += ["| trial | fixture | condition | attempt | reason |", "|---|---|---|---|---|"]
-        lines += [f"| {t['trial_id']} | {t['fixture']} | {t['condition']} | {t['attempt']} "
-                  f"| {(t['reason'] or '').replace('|', '/')[:200]} |" for t in block["tampered"]]
+        lines += [f"| {inert(t['trial_id'], 200)} | {inert(t['fixture'], 120)} | "
+                  f"{inert(t['condition'], 80)} | {t['attempt']} | {inert(t['reason'], 200)} |"
+                  for t in block["tampered"]]
         lines.append("")
     return lines

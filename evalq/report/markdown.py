@@ -1,5 +1,8 @@
 """Markdown rendering of a computed report. Missing numbers read 'unavailable', never 0.
 
+The answer first (evalq/report/answer.py), then the detail a reviewer checks it by, and last
+the design and the digests it is pinned by. Every string evalq did not write itself (names,
+reasons, model names, stop reasons, stderr) goes through evalq.report.mdtext.inert.
 In commit-comparison mode the report shows intervals only: no test results and no wording
 that claims or denies an effect.
 """
@@ -14,9 +17,10 @@ from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
 from evalq.models import OUTCOMES
 from evalq.ops.environments import describe as describe_environments
-from evalq.analysis.pinning import describe as describe_pinning
-from evalq.plaintext import one_line
 from evalq.report import fmt
+from evalq.report.answer import answer_lines
+from evalq.report.definitions import definition_lines
+from evalq.report.mdtext import inert
 from evalq.report.preregistration import describe as describe_plan
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
@@ -29,25 +33,46 @@ def _sealed(block: dict[str, Any] | None) -> str:
     return ("sealed" if block["sealed"] else "**unsealed**") + (f" ({ran})" if ran else "")
 
 
-def _header(report: dict[str, Any]) -> list[str]:
-    study, trials, claims = report["study"], report["trials"], report["claims"]
-    lock = study["lock_digest"] or ""
-    lines = [f"# evalq report: {study['id']}", "",
-             f"- mode: {study['mode']}; seed {study['seed']}; {study['repetitions']} "
-             f"repetitions; lock `{lock[:23]}…`; source {study['source']}",
-             f"- trials: {trials['planned']} planned, {trials['finished']} finished, "
-             f"{trials['pending']} pending", f"- counting: {report['counting']}",
-             f"- claims: **{claims['status']}**"
-             + (f" ({'; '.join(claims['reasons'])})" if claims["reasons"] else ""),
+def _pinning(block: dict[str, Any] | None) -> str:
+    """Whether the runs asked the gateway only for their condition's models; the models they
+    asked for are the agent's words, shown inert."""
+    if not block:
+        return fmt.UNAVAILABLE
+    checked = sum(e["runs_checked"] for e in block.values())
+    off = {n: e for n, e in block.items() if e["off_pin_runs"]}
+    if not checked:
+        return f"{fmt.UNAVAILABLE} (no run was metered by the model gateway against a pinned model)"
+    if not off:
+        return f"held ({checked} metered run(s) asked only for their condition's models)"
+    return "**not held**: " + "; ".join(
+        f"{inert(n, 80, False)}: {e['off_pin_runs']} of {e['runs_checked']} run(s) asked for "
+        f"{inert(', '.join(e['off_pin_models']), 200, False)}" for n, e in off.items())
+
+
+def _digest(value: str | None) -> str:
+    return f"`{value}`" if value else fmt.UNAVAILABLE
+
+
+def _provenance(report: dict[str, Any]) -> list[str]:
+    """Design, inference and the digests the result is pinned by, with the pre-registration."""
+    study = report["study"]
+    digests = (report.get("overview") or {}).get("digests") or {}
+    lines = ["## Design and provenance", "",
+             f"- study: {inert(study['id'], 200, False)}; mode: {study['mode']}; seed "
+             f"{study['seed']}; {study['repetitions']} repetitions; source {study['source']}",
+             f"- manifest digest: {_digest(digests.get('manifest_digest'))}",
+             f"- lock digest: {_digest(study['lock_digest'])}",
+             f"- suite digest: {_digest(digests.get('suite_digest'))}",
+             f"- pre-registration, power plan: {describe_plan(report.get('power_plan'))}",
+             f"- counting: {report['counting']}",
              f"- power_warning: **{'yes' if report['power_warning'] else 'no'}**"
-             + (f" ({'; '.join(report['power_warning_reasons'])})"
+             + (f" ({'; '.join(inert(r, 300, False) for r in report['power_warning_reasons'])})"
                 if report["power_warning_reasons"] else ""),
              "- worker environments: "
-             + (f"**{describe_environments(report['worker_environments'])}**"
+             + (f"**{inert(describe_environments(report['worker_environments']), 400, False)}**"
                 if report.get("worker_environments") else "all attempts ran in one environment"),
              f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}",
-             f"- power plan: {describe_plan(report.get('power_plan'))}",
-             f"- pinned models: {describe_pinning(report.get('model_pinning'))}"]
+             f"- pinned models: {_pinning(report.get('model_pinning'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
                  f"{boot['n_resamples']:,} resamples, seed {boot['seed']}")
@@ -59,21 +84,40 @@ def _header(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _agent_errors(report: dict[str, Any], name: str) -> str:
+    """'3 of 9 (exited with an error before any model call 3)', or unavailable."""
+    block = (report.get("agent_errors") or {}).get(name)
+    if not block:
+        return fmt.UNAVAILABLE
+    kinds = ", ".join(f"{inert(k, 80)} {n}" for k, n in (block.get("by_kind") or {}).items() if n)
+    return f"{block['errors']} of {block['runs']}" + (f" ({kinds})" if kinds else "")
+
+
 def _outcomes(report: dict[str, Any]) -> list[str]:
+    errors = "agent_errors" in report  # reports computed before it have no such column
     lines = ["## Outcomes per condition", "",
-             "| condition | " + " | ".join(OUTCOMES) + " | success rate | first-attempt rate |",
-             "|---|" + "---|" * (len(OUTCOMES) + 2)]
+             "| condition | " + " | ".join(OUTCOMES) + (" | agent errors" if errors else "")
+             + " | success rate | first-attempt rate |",
+             "|---|" + "---|" * (len(OUTCOMES) + 2 + errors)]
     for name, summary in report["conditions"].items():
         counts = " | ".join(str(summary["outcomes"][o]) for o in OUTCOMES)
-        lines.append(f"| {name} | {counts} | {fmt.rate(summary['success_rate'])} | "
+        lines.append(f"| {inert(name, 80)} | {counts} | "
+                     + (f"{_agent_errors(report, name)} | " if errors else "")
+                     + f"{fmt.rate(summary['success_rate'])} | "
                      f"{fmt.rate(summary['first_attempt']['success_rate'])} |")
-    return lines + ["", "Grading and infrastructure failures are counted apart and never as "
-                    "incorrect; success rate = correct / (correct + incorrect + timed_out).", ""]
+    notes = ["", "Grading and infrastructure failures are counted apart and never as "
+             "incorrect; success rate = correct / (correct + incorrect + timed_out)."]
+    if errors:
+        notes.append("Agent errors (the agent exited with an error, was killed, or made no "
+                     "model call) keep their outcome, usually incorrect: they are counted here "
+                     "so a broken agent is not read as a weak one.")
+    return lines + notes + [""]
 
 
-def _metrics_table(conditions: dict[str, Any]) -> list[str]:
+def metrics_table(conditions: dict[str, Any]) -> list[str]:
     names = list(conditions)
-    lines = ["| metric | k | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    lines = ["| metric | k | " + " | ".join(inert(n, 80) for n in names) + " |",
+             "|---|---|" + "---|" * len(names)]
     for metric in METRICS:
         cells = [fmt.estimate(conditions[n]["metrics"][metric]) for n in names]
         k = conditions[names[0]]["metrics"][metric].get("k") if names else None
@@ -82,13 +126,15 @@ def _metrics_table(conditions: dict[str, Any]) -> list[str]:
 
 
 def _pass_k_table(conditions: dict[str, Any]) -> list[str]:
-    """pass@k and pass^k for every k = 1 … n, one row per (k, condition)."""
+    """pass@k and pass^k for every k = 1 … n, one row per (k, condition); none without rows."""
+    if not any(block.get("pass_k") for block in conditions.values()):
+        return []
     lines = ["pass@k (at least one of k runs passes) and pass^k (all k pass), unbiased "
              "estimators over each task's runs:", "",
              "| k | condition | pass@k | pass^k | tasks |", "|---|---|---|---|---|"]
     for name, block in conditions.items():
         for row in block.get("pass_k") or []:
-            lines.append(f"| {row['k']} | {name} | {fmt.estimate(row['pass_at_k'])} | "
+            lines.append(f"| {row['k']} | {inert(name, 80)} | {fmt.estimate(row['pass_at_k'])} | "
                          f"{fmt.estimate(row['pass_hat_k'])} | {row['pass_at_k']['n_tasks']} |")
     return lines + [""]
 
@@ -97,20 +143,20 @@ def _metrics(report: dict[str, Any]) -> list[str]:
     lines = ["## Metrics per condition (estimate [95% CI])", ""]
     tracks = report["tracks"]
     if len(tracks) == 1:
-        return lines + _metrics_table(report["conditions"])
+        return lines + metrics_table(report["conditions"])
     lines.append("This study has several tracks; metrics are reported per track and never "
                  "aggregated across them.")
     lines.append("")
     for track, block in tracks.items():
-        lines += [f"### Track: {track}", ""] + _metrics_table(block["conditions"])
+        lines += [f"### Track: {inert(track, 80, False)}", ""] + metrics_table(block["conditions"])
     return lines
 
 
-def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list[str]:
-    title = f"### {comp['candidate']} - {comp['baseline']}"
+def comparison_lines(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list[str]:
+    title = f"### {inert(comp['candidate'], 80, False)} - {inert(comp['baseline'], 80, False)}"
     if several_tracks:
-        title += f" (track {comp['track']})"
-    ids = ", ".join(h["id"] for h in comp["hypotheses"])
+        title += f" (track {inert(comp['track'], 80, False)})"
+    ids = ", ".join(inert(h["id"], 40, False) for h in comp["hypotheses"])
     lines = [title, ""]
     if ids:
         lines.append(f"- hypotheses: {ids}")
@@ -139,13 +185,13 @@ def _comparison(comp: dict[str, Any], tests: bool, several_tracks: bool) -> list
     for metric, m in comp["metrics"].items():
         if m["primary"] and m["per_task"]:
             lines.append(f"Per-task differences in {label(metric, m.get('k'))}: " + ", ".join(
-                f"{t} {fmt.signed(d)}" for t, d in m["per_task"].items()))
+                f"{inert(t, 80, False)} {fmt.signed(d)}" for t, d in m["per_task"].items()))
             lines.append("")
     pinned = comp["pinned"]
     lines += ["| pinned input | baseline | candidate |", "|---|---|---|"]
     for key in sorted(pinned["baseline"]):
-        lines.append(f"| {key} | {describe(pinned['baseline'][key])} | "
-                     f"{describe(pinned['candidate'].get(key))} |")
+        lines.append(f"| {key} | {inert(describe(pinned['baseline'][key]), 300)} | "
+                     f"{inert(describe(pinned['candidate'].get(key)), 300)} |")
     return lines + [""]
 
 
@@ -154,20 +200,20 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
     if not report["comparisons"]:
         return lines + ["No comparison: the study has one condition.", ""]
     for comp in report["comparisons"]:
-        lines += _comparison(comp, report["inference"]["tests"], len(report["tracks"]) > 1)
+        lines += comparison_lines(comp, report["inference"]["tests"], len(report["tracks"]) > 1)
     return lines
 
 
 def _grid(report: dict[str, Any]) -> list[str]:
     names = list(report["conditions"])
     lines = ["## Task x condition pass rate", "",
-             "| task | track | split | " + " | ".join(names) + " |",
+             "| task | track | split | " + " | ".join(inert(n, 80) for n in names) + " |",
              "|---|---|---|" + "---|" * len(names)]
     for task, row in report["task_grid"].items():
-        split = row["split"] or "unlabelled"
+        split = inert(row["split"], 60) or "unlabelled"
         if row["suitable"] is False:
             split += " (unsuitable: a correct exclusion counts as correct)"
-        lines.append(f"| {task} | {row['track']} | {split} | "
+        lines.append(f"| {inert(task, 120)} | {inert(row['track'], 60)} | {split} | "
                      + " | ".join(fmt.rate(row["pass_rate"][n]) for n in names) + " |")
     return lines + [""]
 
@@ -186,7 +232,7 @@ def _cost(report: dict[str, Any]) -> list[str]:
             return text + (f" ({t['runs_missing']} runs unreported)" if t["runs_missing"]
                            and t["total"] is not None else "")
 
-        lines.append(f"| {name} | {fmt.usd(cost['total'])} | "
+        lines.append(f"| {inert(name, 80)} | {fmt.usd(cost['total'])} | "
                      f"{fmt.with_reason(fmt.usd(cost['per_success']), cost['per_success_reason'])}"
                      f" | {cost['incomplete_runs']} of {cost['attempts']} | {tok('input_tokens')} | "
                      f"{tok('output_tokens')} | {tok('cache_read_tokens')} | "
@@ -197,7 +243,7 @@ def _cost(report: dict[str, Any]) -> list[str]:
     lines += ["| condition | skill | loaded | not loaded | unknown | misses | false positives |",
               "|---|---|---|---|---|---|---|"]
     for name, s in skills:
-        lines.append(f"| {name} | {s['skill'] or 'none'} | {s['loaded']} | {s['not_loaded']} | "
+        lines.append(f"| {inert(name, 80)} | {inert(s['skill'], 80) or 'none'} | {s['loaded']} | {s['not_loaded']} | "
                      f"{s['unknown']} | {fmt.count(s['misses'])} | "
                      f"{fmt.count(s['false_positives'])} |")
     return lines + [""]
@@ -209,15 +255,15 @@ def _reliability(report: dict[str, Any]) -> list[str]:
         return lines + [report["reliability_note"] or "unavailable", ""]
     flag = report["low_reliability"]
     lines.append(f"- low reliability: **{fmt.yes_no(flag)}**"
-                 + (f" ({'; '.join(report['reliability_reasons'])})"
+                 + (f" ({'; '.join(inert(r, 300, False) for r in report['reliability_reasons'])})"
                     if report["reliability_reasons"] else ""))
     lines += ["", "| outcome | primary | kind | raw agreement | kappa | Krippendorff's alpha | "
               "positive rate | runs | ratings per run |", "|---|---|---|---|---|---|---|---|---|"]
     for outcome, block in report["reliability"].items():
-        lines.append(f"| {outcome} | {'yes' if block['primary'] else 'no'} | "
+        lines.append(f"| {inert(outcome, 80)} | {'yes' if block['primary'] else 'no'} | "
                      + _agreement_cells(block))
         for cond, sub in block["by_condition"].items():
-            lines.append(f"| {outcome} ({cond}) | | " + _agreement_cells(sub))
+            lines.append(f"| {inert(outcome, 80)} ({inert(cond, 80)}) | | " + _agreement_cells(sub))
     return lines + ["", "Kappa: Cohen's for two raters who scored every run, else Fleiss' "
                     "(generalised to any number of ratings per run); Krippendorff's alpha "
                     "(nominal) is the missing-data check beside it.", ""]
@@ -235,9 +281,9 @@ def _tracks(report: dict[str, Any]) -> list[str]:
     lines = ["## Tracks", "", "| track | tasks | splits | unsuitable tasks | correct exclusions |",
              "|---|---|---|---|---|"]
     for track, block in report["tracks"].items():
-        splits = ", ".join(f"{k} {v}" for k, v in block["splits"].items())
-        excl = ", ".join(f"{k} {v}" for k, v in block["correct_exclusions"].items())
-        lines.append(f"| {track} | {len(block['tasks'])} | {splits} | "
+        splits = ", ".join(f"{inert(k, 60)} {v}" for k, v in block["splits"].items())
+        excl = ", ".join(f"{inert(k, 80)} {v}" for k, v in block["correct_exclusions"].items())
+        lines.append(f"| {inert(track, 80)} | {len(block['tasks'])} | {splits} | "
                      f"{len(block['unsuitable_tasks'])} | {excl if block['unsuitable_tasks'] else 'n/a'} |")
     return lines + [""]
 
@@ -264,48 +310,103 @@ def _wire_disagreements(rows: list[dict[str, Any]]) -> list[str]:
     def counts(row: dict[str, Any], prefix: str) -> str:
         return ", ".join(fmt.count(row.get(prefix + k)) for k in row["accounting_disagrees"])
 
-    lines += [f"- {r['trial_id']}: {', '.join(r['accounting_disagrees'])} (agent "
+    lines += [f"- {inert(r['trial_id'], 200, False)}: {', '.join(r['accounting_disagrees'])} (agent "
               f"{counts(r, 'agent_')}; wire {counts(r, 'wire_')})" for r in differ[:RUNS_SHOWN]]
     return lines + [""]
 
 
-def _runs(report: dict[str, Any]) -> list[str]:
-    """Per-run metrics (SPEC R5), with reported prompt tokens and estimated context apart."""
+def _calls(r: dict[str, Any]) -> str:
+    calls = fmt.count(r.get("tool_calls"))
+    return calls + (f" ({r['tool_failures']})" if r.get("tool_failures") is not None else "")
+
+
+#: the run table's columns after trial and outcome: (heading, the row keys that fill it, cell)
+RUN_COLUMNS = (
+    ("reason", ("reason",), lambda r: inert(r.get("reason"), 120)),
+    ("exit status", ("exit_code",), lambda r: fmt.count(r.get("exit_code"))),
+    ("model calls", ("model_calls",), lambda r: fmt.count(r.get("model_calls"))),
+    ("input", ("input_tokens",), lambda r: fmt.count(r.get("input_tokens"))),
+    ("output", ("output_tokens",), lambda r: fmt.count(r.get("output_tokens"))),
+    ("cache read", ("cache_read_tokens",), lambda r: fmt.count(r.get("cache_read_tokens"))),
+    ("cache write", ("cache_write_tokens",), lambda r: fmt.count(r.get("cache_write_tokens"))),
+    ("reported prompt tokens per request", ("reported_prompt_tokens_per_request",),
+     lambda r: _per_request(r.get("reported_prompt_tokens_per_request"))),
+    ("estimated context tokens per request", ("estimated_context_tokens_per_request",),
+     lambda r: _per_request(r.get("estimated_context_tokens_per_request"))),
+    ("tool calls (failed)", ("tool_calls", "tool_failures"), _calls),
+    ("seconds", ("duration_seconds",), lambda r: fmt.number(r.get("duration_seconds"), 1)),
+    ("stop reason", ("stop_reason",),
+     lambda r: inert(r.get("stop_reason"), 60) or fmt.UNAVAILABLE),
+    ("cost", ("cost_usd",), lambda r: fmt.usd(r.get("cost_usd"))),
+    ("agent error", ("agent_error",), lambda r: inert(r.get("agent_error"), 80) or "none"),
+    # the whole tail is on the run's transcript page
+    ("last stderr line", ("stderr_last_line",),
+     lambda r: inert(r.get("stderr_last_line"), 120) or fmt.UNAVAILABLE),
+)
+
+
+def run_columns(rows: list[dict[str, Any]], trim: bool) -> tuple[list, list[str]]:
+    """The columns some run has data for (all of them when not `trim`), and the headings of
+    those left out."""
+    if not trim:
+        return list(RUN_COLUMNS), []
+    kept = [c for c in RUN_COLUMNS if any(r.get(k) not in (None, "", []) for r in rows
+                                          for k in c[1])]
+    return kept, [c[0] for c in RUN_COLUMNS if c not in kept]
+
+
+def _trial_cell(trial_id: str, links: dict[str, str] | None) -> str:
+    shown = inert(trial_id, 200)
+    href = (links or {}).get(trial_id)
+    return f"[{shown}]({href})" if href else shown
+
+
+def run_table(rows: list[dict[str, Any]], links: dict[str, str] | None = None,
+              trim: bool = True) -> tuple[list[str], list[str]]:
+    """The run table's lines, and the headings of the columns no run has data for."""
+    columns, left_out = run_columns(rows, trim)
+    lines = ["| trial | outcome | " + " | ".join(c[0] for c in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append(f"| {_trial_cell(r['trial_id'], links)} | {r['outcome'] or 'pending'} | "
+                     + " | ".join(c[2](r) for c in columns) + " |")
+    return lines, left_out
+
+
+def _runs(report: dict[str, Any], links: dict[str, str] | None = None,
+          full_rows: str | None = None) -> list[str]:
+    """Per-run metrics (SPEC R5), with reported prompt tokens and estimated context apart;
+    columns no run has data for are left out here and named (every column is in report.json,
+    linked as `full_rows` when it is written beside this report)."""
     rows = report.get("trial_rows") or []
+    where = f"[report.json]({full_rows})" if full_rows else "report.json"
     lines = ["## Runs", "", *_wire_disagreements(rows)]
     if len(rows) > RUNS_SHOWN:
         return lines + [f"{len(rows):,} runs: too many to list here; every run's metrics are "
-                        "in report.json (`trial_rows`) and `evalq export`.", ""]
-    lines += ["| trial | outcome | reason | input | output | cache read | cache write | reported "
-              "prompt tokens per request | estimated context tokens per request | tool calls "
-              "(failed) | seconds | stop reason | cost |", "|---|" + "---|" * 12]
-    for r in rows:
-        calls = fmt.count(r.get("tool_calls"))
-        if r.get("tool_failures") is not None:
-            calls += f" ({r['tool_failures']})"
-        lines.append(
-            f"| {r['trial_id']} | {r['outcome'] or 'pending'} | {_cell(r.get('reason'))} "
-            f"| {fmt.count(r['input_tokens'])} "
-            f"| {fmt.count(r['output_tokens'])} | {fmt.count(r.get('cache_read_tokens'))} "
-            f"| {fmt.count(r.get('cache_write_tokens'))} "
-            f"| {_per_request(r.get('reported_prompt_tokens_per_request'))} "
-            f"| {_per_request(r.get('estimated_context_tokens_per_request'))} | {calls} "
-            f"| {fmt.number(r['duration_seconds'], 1)} | {_cell(r.get('stop_reason'), 60) or fmt.UNAVAILABLE} "
-            f"| {fmt.usd(r['cost_usd'])} |")
-    return lines + ["", "Reported prompt tokens are the provider's (input + cache read + cache "
+                        f"in {where} (`trial_rows`) and `evalq export`.", ""]
+    table, left_out = run_table(rows, links)
+    lines += table + [""]
+    if left_out:
+        lines.append(f"Unavailable for every run, so not shown: {', '.join(left_out)}. Every "
+                     f"column of every run is in {where} (`trial_rows`).")
+    if links:
+        lines.append("Each trial links to its transcript page (what the agent said, called "
+                     "and got back).")
+    return lines + ["Reported prompt tokens are the provider's (input + cache read + cache "
                     "write per request); estimated context is evalq's count of the message "
                     "text the agent's trajectory says it sent, characters / 4, where the agent "
                     "records it. Missing values read unavailable.", ""]
 
 
-def _cell(text: str | None, limit: int = 120) -> str:
-    """Free text (a failure's or a stop's reason, maybe the agent's words) made safe for one
-    table cell: one line (evalq.plaintext), its pipes escaped."""
-    return one_line(text, limit).replace("|", "\\|")
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    lines = (_header(report) + _outcomes(report) + agent_error_lines(report) + _metrics(report) + _comparisons(report)
-             + _grid(report) + _cost(report) + _reliability(report) + _tracks(report)
-             + integrity_lines(report.get("grading_integrity")) + _runs(report))
+def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
+                    full_rows: str | None = None) -> str:
+    """`links`: trial id -> its transcript page, relative to where this report is written;
+    `full_rows`: the relative link to report.json when it is written beside it."""
+    lines = ([f"# evalq report: {inert(report['study']['id'], 200, False)}", ""]
+             + answer_lines(report) + _outcomes(report) + agent_error_lines(report)
+             + definition_lines(report)
+             + _metrics(report) + _comparisons(report) + _grid(report) + _cost(report)
+             + _reliability(report) + _tracks(report)
+             + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)
+             + _provenance(report))
     return "\n".join(lines)

@@ -38,14 +38,31 @@ FORMATS = tuple(RENDERERS)
 def write_reports(report: dict[str, Any], out_dir: Path,
                   formats: tuple[str, ...] = ("json", "md", "html"),
                   links: dict[str, str] | None = None) -> dict[str, Path]:
-    """`links`: trial id → transcript page, linked from the HTML report's run table."""
+    """`links`: trial id → transcript page relative to out_dir, linked from the Markdown and
+    HTML reports' run tables."""
     paths = {}
     for fmt in formats:
         path = out_dir / f"report.{fmt}"
-        if fmt == "json":
-            _write_json(path, report)
-        else:
-            write_text_atomic(path, render_html(report, links) if fmt == "html"
-                              else RENDERERS[fmt](report))
+        write_one(report, fmt, path, links, "report.json" if "json" in formats else None)
         paths[fmt] = path
     return paths
+
+
+def write_one(report: dict[str, Any], fmt: str, path: Path,
+              links: dict[str, str] | None = None, full_rows: str | None = None) -> None:
+    """One format written to `path` (report.json strict, as _write_json writes it)."""
+    if fmt == "json":
+        _write_json(path, report)
+    else:
+        write_text_atomic(path, render(report, fmt, links, full_rows))
+
+
+def render(report: dict[str, Any], fmt: str, links: dict[str, str] | None = None,
+           full_rows: str | None = None):
+    """One format's text (report.json as pieces); `full_rows`: the link to report.json from
+    the Markdown, when it is written beside it."""
+    if fmt == "html":
+        return render_html(report, links)
+    if fmt == "md":
+        return render_markdown(report, links, full_rows)
+    return json_pieces(report) if fmt == "json" else RENDERERS[fmt](report)

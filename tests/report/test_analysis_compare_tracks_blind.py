@@ -36,6 +36,20 @@ def test_compare_two_commits_and_refuse_incompatible(tmp_path):
     assert tpr["delta"] == pytest.approx(1 / 3)
     assert tpr["per_task"] == {"t1": 0.0, "t2": 0.0, "t3": 1.0}
     assert result["comparison"]["pinned"]["baseline"]["commit"] == "aaa"
+    # the same comparison as a document: Markdown and a self-contained HTML page
+    md, html = tmp_path / "cmp.md", tmp_path / "cmp.html"
+    again = run_cli(["compare", "old", "new", "--out", str(md), "--out", str(html)], env)
+    assert again.returncode == 0, again.stderr
+    assert f"comparison: {md}" in again.stdout and f"comparison: {html}" in again.stdout
+    text = md.read_text()
+    assert text.startswith("# evalq compare: new - old")
+    assert "- baseline: old: commit aaa" in text and "- candidate: new: commit bbb" in text
+    assert "- result: TPR candidate - baseline: **+0.333**, 95% CI [" in text
+    assert "| TPR | yes | 3 | +0.333 |" in text and "Per-task differences in TPR: t1 0.000" in text
+    page = html.read_text()
+    assert "<h1>evalq compare: new - old</h1>" in page and page.count("<svg") == 1
+    assert "<script" not in page and "default-src 'none'" in page
+    assert "<strong>+0.333</strong>" in page
     refused = run_cli(["compare", "old", "other-model"], env)
     assert refused.returncode == 2
     assert "field 'model_id'" in refused.stderr and "not a comparison" in refused.stderr

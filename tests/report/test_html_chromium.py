@@ -125,3 +125,67 @@ def test_estimated_text_width_covers_what_chromium_draws(tmp_path):
             assert 0 < width <= text_width(text, 12), (font, text, width, text_width(text, 12))
     for text, width in zip(texts, measured['"DejaVu Sans"']):
         assert text_width(text, 12) <= 1.1 * width, text
+
+
+FIRST_SCREEN = r"""
+(() => {
+  const items = [...document.querySelectorAll('li')];
+  const find = prefix => items.filter(li => li.textContent.startsWith(prefix)).map(li => {
+    const box = li.getBoundingClientRect();
+    return {text: li.textContent, top: box.top, bottom: box.bottom};
+  });
+  return {results: find('result:'), claims: find('claims:'), height: window.innerHeight,
+          firstHeading: document.querySelector('h2').textContent};
+})()
+"""
+
+
+def test_first_screen_holds_the_verdict(report_page, tmp_path):
+    """At 1280x800, as the page loads, the primary results and the claims status are on
+    screen, above everything else the report holds."""
+    result = evaluate(report_page, FIRST_SCREEN, tmp_path / "profile", width=1280)
+    assert result["firstHeading"] == "Answer"
+    assert len(result["results"]) == 2 and len(result["claims"]) == 1  # two primary hypotheses
+    screen = min(800, result["height"])
+    for item in result["results"] + result["claims"]:
+        assert 0 <= item["top"] and item["bottom"] <= screen, item
+    for item in result["results"]:
+        assert "95% CI [" in item["text"] and "Holm-adjusted p" in item["text"], item
+    assert result["claims"][0]["text"].startswith(("claims: exploratory", "claims: confirmatory"))
+
+
+TRANSCRIPT = r"""
+(() => {
+  const shown = el => el && el.getBoundingClientRect().height > 0;
+  const items = [...document.querySelectorAll('li')].map(li => li.textContent);
+  const pres = [...document.querySelectorAll('pre')].filter(shown).map(p => p.textContent);
+  return {items, pres, images: document.querySelectorAll('img').length,
+          text: document.body.innerText};
+})()
+"""
+STDERR = ("Traceback (most recent call last):\n  File \"agents/fixer.py\", line 3\n"
+          "FileNotFoundError: [Errno 2] <img src=x onerror=alert(1)>")
+
+
+def test_transcript_page_shows_the_outcome_and_the_stderr(tmp_path):
+    """The run table links each trial to a page that opens with how the run ended and the
+    agent's stderr, as text."""
+    from evalq.report.transcripts import write_transcripts
+    from evalq.report.write import write_reports
+
+    engine = make_study(f"sqlite:///{tmp_path}/t.db", "tp", tasks=("t1",), k=1,
+                        outcome=lambda t, c, r: "incorrect" if c == "cand" else "correct",
+                        metrics=lambda t, c, r: {"exit_code": 2, "model_calls": 0,
+                                                 "stderr_tail": STDERR} if c == "cand" else {})
+    out = tmp_path / "out"
+    links = write_transcripts(engine, str(tmp_path / "artifacts"), "tp", out)
+    report = compute_report(engine, "tp", n_resamples=200)
+    paths = write_reports(report, out, ("json", "md", "html"), links)
+    page = out / links["tp-t1-cand-1"]
+    assert f'<a href="{links["tp-t1-cand-1"]}">' in paths["html"].read_text()
+    assert f"]({links['tp-t1-cand-1']})" in paths["md"].read_text()
+    result = evaluate(page, TRANSCRIPT, tmp_path / "profile")
+    assert "outcome: incorrect" in result["items"]
+    assert any("FileNotFoundError: [Errno 2] <img src=x onerror=alert(1)>" in p
+               for p in result["pres"]), result["pres"]
+    assert result["images"] == 0  # the agent's markup is text
