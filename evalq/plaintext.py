@@ -29,3 +29,14 @@ def one_line(text: Optional[str], limit: Optional[int] = None) -> str:
     if limit is not None and len(flat) > limit:
         return flat[:limit - 1] + "…"
     return flat
+
+
+def terminal_text(text: Optional[str]) -> str:
+    """`text` safe to print on a terminal, its lines kept: every control or format character
+    but newline and tab (an escape sequence, a carriage return that overwrites the line, a
+    bidi override) shown as a visible escape such as \\x1b instead of acting."""
+    if not text:
+        return ""
+    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf")
+                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+                   for ch in str(text))

@@ -14,7 +14,8 @@ from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
 from evalq.report.transcripts import write_transcripts
 from evalq.report.write import write_reports
-from evalq.cli.common import STUDY, engine_and_settings, report_dir, study_id_of
+from evalq.cli.common import (STUDY, read_engine_and_settings, report_dir, require_study,
+                              study_id_of)
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
@@ -34,11 +35,16 @@ def echo_reports(paths: dict[str, Path]) -> None:
 
 @click.command()
 @click.argument("manifest", type=click.Path(dir_okay=False))
-@click.option("--resume", is_flag=True, help="Re-send every pending trial not in flight.")
+@click.option("--resume", is_flag=True,
+              help="Continue a study already started (stopped, cancelled or interrupted): "
+                   "lift its cancellation and send every trial without an outcome that no "
+                   "worker holds; finished trials are kept, none runs twice.")
 @click.option("--concurrency", default=2, show_default=True,
               help="Worker processes of the embedded default.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
-              help="With a broker: wait for the study to finish and write the report.")
+              help="With a broker: wait for the study to finish and write the report "
+                   "(--no-wait needs EVALQ_BROKER_URL: the embedded default's workers live "
+                   "inside `evalq run`).")
 @click.option("--yes", is_flag=True,
               help="Accept the forecast of a study above EVALQ_CONFIRM_ABOVE trials (200).")
 @click.option("--limit", type=int, default=None,
@@ -54,10 +60,17 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
+    A study stopped part-way (Ctrl-C, SIGTERM, `evalq cancel`, a lost machine) continues with
+    `evalq run MANIFEST --resume`.
     """
     from evalq.study.manifest import load_manifest
 
     settings = load_settings()
+    if not wait and settings.embedded:
+        raise UserError("--no-wait needs a broker: without EVALQ_BROKER_URL the study runs in "
+                        "workers that `evalq run` starts and stops itself", field="--no-wait",
+                        fix="drop --no-wait, or set EVALQ_BROKER_URL to a Redis whose "
+                            "`evalq worker` processes run the study")
     study = load_manifest(manifest)
     if dry_run:  # reads the manifest only: no server, no lock, nothing under EVALQ_HOME
         from evalq.cli.dry_run import print_dry_run
@@ -235,8 +248,8 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
               help="A file (with one --format) or a directory.")
 def report(study: str, fmt: str, out: str | None) -> None:
     """Write the study's report from the results database."""
-    engine, settings = engine_and_settings()
-    study_id = study_id_of(study)
+    engine, settings = read_engine_and_settings()
+    study_id = require_study(engine, settings, study_id_of(study))
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
         from evalq.fileio import write_text_atomic
