@@ -130,6 +130,10 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
         return waited
     finally:
         if workers is not None:
+            if workers.terminated:  # its queued messages stay in the home's broker: no later
+                from evalq.results.store import set_cancelled  # run's workers may take them
+
+                set_cancelled(engine, study.id)  # (`--resume` lifts it)
             workers.stop()
 
 
