@@ -91,6 +91,9 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
     prepared = prepare_study(study, settings, limit, allow_dirty=allow_dirty)
+    from evalq.planning.wall_check import record_at_launch
+
+    record_at_launch(prepared, concurrency if settings.embedded else None)  # the report checks it
     waited = _launch_and_wait(app, prepared, settings, resume, concurrency, wait)
     if waited is None:
         return

@@ -25,6 +25,7 @@ from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inpu
 from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
 from evalq.results.store import first_started_at
+from evalq.planning.wall_check import wall_time_check
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
@@ -266,7 +267,9 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         first_run_at = first_started_at(engine, study_id)
         # each condition's runs grouped by task, and each set of resample indices drawn, once
         with shared_groupings(), shared_resamples():
-            return _report(study, runs, n_resamples, first_run_at)
+            report = _report(study, runs, n_resamples, first_run_at)
+    report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
+    return report
 
 
 def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,

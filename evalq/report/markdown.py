@@ -17,6 +17,7 @@ from evalq.analysis.pinning import describe as describe_pinning
 from evalq.plaintext import one_line
 from evalq.report import fmt
 from evalq.report.preregistration import describe as describe_plan
+from evalq.planning.wall_check import describe as describe_wall_time
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
 
@@ -46,6 +47,7 @@ def _header(report: dict[str, Any]) -> list[str]:
                 if report.get("worker_environments") else "all attempts ran in one environment"),
              f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}",
              f"- power plan: {describe_plan(report.get('power_plan'))}",
+             f"- wall time: {describe_wall_time(report.get('wall_time'))}",
              f"- pinned models: {describe_pinning(report.get('model_pinning'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
