@@ -169,3 +169,12 @@ def test_no_wait_without_a_broker_is_refused_before_anything_is_written(tmp_path
     line = _one_line(run_cli(["run", str(study), "--no-wait"], {"EVALQ_HOME": str(home)}))
     assert "field '--no-wait'" in line and "needs a broker" in line and "EVALQ_BROKER_URL" in line
     assert not home.exists() and not study.with_name("study.lock.json").exists()
+
+
+def test_terminal_text_shows_every_control_character_and_keeps_lines():
+    from evalq.plaintext import terminal_text
+
+    hostile = "a\x1b[31mred\rover\x9b2J\x00\x7f\tb\nc\u202ed\u2066e"
+    shown = terminal_text(hostile)
+    assert shown == ("a\\x1b[31mred\\x0dover\\x9b2J\\x00\\x7f\tb\nc\\u202ed\\u2066e")
+    assert terminal_text(None) == "" and terminal_text("plain\n") == "plain\n"
