@@ -93,3 +93,23 @@ def test_a_finished_study_shows_no_refusal(engine):
     record_attempt(engine, {"study_id": "s", "trial_id": TRIAL, "attempt": 1,
                             "outcome": "correct", "reason": None})
     assert with_refusals(engine, study_status(engine, "s")).grader_refusals == []
+
+
+def test_a_waiting_run_says_once_which_grader_refuses(engine):
+    """`evalq run`'s wait loop names each refusing grader once, not on every poll, and names
+    a new refusal (another reason) when it comes."""
+    from evalq.cli.refusal_notice import RefusalNotice
+
+    said: list[str] = []
+    notice = RefusalNotice(engine, "s", every=0, echo=said.append)
+    notice()
+    assert said == []
+    record_check(engine, _check("grading@bad", False))
+    notice()
+    notice()
+    assert len(said) == 1 and said[0].startswith("waiting: grader grading@bad refuses "
+                                                 "fixture f: correct reference"), said
+    record_check(engine, dict(_check("grading@bad", False, at=1.0e9 + 5),
+                              reason="the grading sandbox is unavailable"))
+    notice()
+    assert len(said) == 2 and "sandbox is unavailable" in said[1], said

@@ -7,6 +7,7 @@ one, so the report counts them beside the outcomes and makes its claims explorat
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
@@ -19,6 +20,9 @@ KINDS = (BEFORE_ANY_MODEL_CALL, ERROR_EXIT, KILLED, NO_MODEL_CALL)
 
 #: stderr kept per run: the last lines, each bounded, the whole bounded
 STDERR_TAIL_LINES, STDERR_TAIL_LINE_CHARS, STDERR_TAIL_CHARS = 20, 300, 4000
+
+#: outcomes that say nothing about the agent: not counted among its runs
+NOT_COUNTED = (None, "infrastructure_failure", "grading_failure")
 
 #: a condition with more than this share of agent errors gets the warning
 MOSTLY = 0.5
@@ -34,17 +38,38 @@ def stderr_tail(stderr: bytes) -> Optional[str]:
 
 def agent_error(metrics: Optional[Mapping[str, Any]], outcome: Optional[str]) -> Optional[str]:
     """Which kind of agent error a run is (one of KINDS), or None when the agent ran and
-    finished. A run evalq failed (infrastructure or grading failure) is never the agent's."""
-    if not metrics or outcome in (None, "infrastructure_failure", "grading_failure"):
+    finished. A run evalq failed (infrastructure or grading failure) is never the agent's, and
+    a run stopped at its wall time or budget is `timed_out`, its own outcome (evalq's kill
+    there is no crash of the agent's)."""
+    if not metrics or outcome in NOT_COUNTED or outcome == "timed_out":
         return None
     code, calls = metrics.get("exit_code"), metrics.get("model_calls")
     if isinstance(code, int) and code < 0:
-        return KILLED  # a signal ended it (its wall time and budget stops are `timed_out`)
+        return KILLED  # a signal evalq did not send ended it (out of memory, a crash)
     if isinstance(code, int) and code > 0:
         return BEFORE_ANY_MODEL_CALL if calls == 0 else ERROR_EXIT
-    if calls == 0 and outcome != "timed_out":
+    if calls == 0:
         return NO_MODEL_CALL
     return None
+
+
+def describe_exit(code: Optional[int]) -> str:
+    """An exit status as words: `exit 2`, `killed by signal 9 (SIGKILL)`, `unavailable`."""
+    if code is None:
+        return "unavailable"
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        name = f" ({signal.Signals(-code).name})"
+    except ValueError:
+        name = ""
+    return f"killed by signal {-code}{name}"
+
+
+def last_line(tail: Optional[str]) -> Optional[str]:
+    """The last non-blank line of a stderr tail (the exception of a traceback), or None."""
+    lines = [line for line in (tail or "").splitlines() if line.strip()]
+    return lines[-1] if lines else None
 
 
 @dataclass
@@ -64,17 +89,29 @@ class AgentErrorCount:
         what = kind if count == self.errors else "ended in an agent error"
         return f"condition {self.condition}: {self.errors}/{self.runs} runs {what}"
 
-
-def count_by_condition(rows: Iterable[Mapping[str, Any]]) -> dict[str, AgentErrorCount]:
-    """Agent errors per condition over rows with `condition`, `outcome` and `metrics`."""
-    counts: dict[str, AgentErrorCount] = {}
-    for row in rows:
-        if row.get("outcome") in (None, "infrastructure_failure", "grading_failure"):
-            continue
-        count = counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
-        count.runs += 1
-        kind = agent_error(row.get("metrics"), row.get("outcome"))
+    def add(self, kind: Optional[str], n: int = 1) -> None:
+        """Count `n` finished runs of the condition, agent errors of `kind` (None: none)."""
+        self.runs += n
         if kind is not None:
-            count.errors += 1
-            count.by_kind[kind] = count.by_kind.get(kind, 0) + 1
+            self.errors += n
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + n
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's shape: {runs, errors, by_kind} (kinds worst first, zero ones left out)."""
+        return {"runs": self.runs, "errors": self.errors,
+                "by_kind": {k: self.by_kind[k] for k in KINDS if self.by_kind.get(k)}}
+
+
+def count_by_condition(rows: Iterable[Mapping[str, Any]],
+                       conditions: Iterable[str] = ()) -> dict[str, AgentErrorCount]:
+    """Agent errors per condition over rows with `condition`, `outcome` and `metrics` (and
+    optionally `n`, the runs the row stands for: a database's GROUP BY). `conditions` are
+    listed first, in that order, with zero runs when none finished."""
+    counts = {name: AgentErrorCount(name) for name in conditions}
+    for row in rows:
+        if row.get("outcome") in NOT_COUNTED:
+            continue
+        count = counts.get(row["condition"]) or \
+            counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
+        count.add(agent_error(row.get("metrics"), row.get("outcome")), row.get("n", 1))
     return counts

@@ -176,8 +176,11 @@ def new(name: str, parent: str, toolchain: str) -> None:
 @click.option("--suite-id", default=None,
               help="Suite id for a new lock (default: kept from the lock, else evalq-core "
                    "for the shipped suite or the directory's name).")
+@click.option("--note", default=None,
+              help="Why the fixtures changed: kept in the suite lock's notes for the new "
+                   "version (ignored when the suite did not change).")
 @one_line_errors
-def freeze(paths: tuple[str, ...], suite_id: str | None) -> None:
+def freeze(paths: tuple[str, ...], suite_id: str | None, note: str | None) -> None:
     """Record the current digests after a deliberate change.
 
     A PATH that is a fixture has its digests written to its fixture.toml (and the suite
@@ -194,10 +197,10 @@ def freeze(paths: tuple[str, ...], suite_id: str | None) -> None:
             beside = enclosing_lock(root)
             if beside is None:
                 continue
-            lock = lock_fixture(beside[0], fixture)
+            lock = lock_fixture(beside[0], fixture, note)
             root = beside[0]
         else:
-            lock = freeze_suite(root, suite_id)
+            lock = freeze_suite(root, suite_id, note)
         click.echo(f"{Path(root).resolve() / LOCK_NAME}: suite {lock['suite_id']} "
                    f"version {lock['suite_version']}, {len(lock['fixtures'])} fixtures, "
                    f"{lock['suite_digest']}")

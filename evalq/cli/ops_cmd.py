@@ -78,15 +78,16 @@ def _drain_embedded(settings, engine, study_id: str, keys: dict[tuple[str, int],
 def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     """Planned trials by state, outcome and worker host, from the database (they add up)."""
     from evalq.ops.failures import common_reasons, reason_lines
-    from evalq.ops.status import render, study_status, with_refusals
+    from evalq.ops.status import AgentErrorsEvery, render, study_status, with_refusals
     from evalq.ops.status_watch import StatusWatch
 
     engine, settings = read_engine_and_settings()
     study_id = require_study(engine, settings, study_id_of(study))
     # once: SQL aggregates; watching: the first tick reads the study, later ones what changed
     tick = StatusWatch(engine, study_id).tick if watch else lambda: study_status(engine, study_id)
+    agent_errors = AgentErrorsEvery(engine)  # a watch counts them every 30 s, not every tick
     while True:
-        current = with_refusals(engine, tick())
+        current = agent_errors.add(with_refusals(engine, tick()))
         reasons = common_reasons(engine, study_id)
         text = "\n".join([render(current), *(["  failures:"] if reasons else []),
                           *reason_lines(reasons, "    ")])

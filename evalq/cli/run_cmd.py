@@ -52,11 +52,16 @@ def echo_reports(paths: dict[str, Path]) -> None:
                    "<id>.smokeN (its own status and report; the full study is untouched).")
 @click.option("--dry-run", is_flag=True,
               help="Print the run order and the forecast; enqueue nothing, write nothing.")
+@click.option("--check", is_flag=True,
+              help="With --dry-run: also start each condition's agent once, in the agent "
+                   "sandbox with its agent source, on the first fixture, and say whether it "
+                   "started (exit status, model calls, stderr); exit 1 when one did not. "
+                   "A real run (it may call the model); not graded, nothing stored.")
 @click.option("--allow-dirty", is_flag=True,
               help="Freeze agent sources whose repository has uncommitted changes (the lock "
                    "records it).")
 def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
-        limit: int | None, dry_run: bool, allow_dirty: bool) -> None:
+        limit: int | None, dry_run: bool, check: bool, allow_dirty: bool) -> None:
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
@@ -71,11 +76,16 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
                         "workers that `evalq run` starts and stops itself", field="--no-wait",
                         fix="drop --no-wait, or set EVALQ_BROKER_URL to a Redis whose "
                             "`evalq worker` processes run the study")
+    if check and not dry_run:
+        raise UserError("--check starts each agent once before a launch; it goes with "
+                        "--dry-run", field="--check", fix="run `evalq run MANIFEST --dry-run "
+                        "--check`, then `evalq run MANIFEST`")
     study = load_manifest(manifest)
     if dry_run:  # reads the manifest only: no server, no lock, nothing under EVALQ_HOME
         from evalq.cli.dry_run import print_dry_run
 
-        print_dry_run(study, limit, workers=concurrency if settings.embedded else None)
+        print_dry_run(study, limit, workers=concurrency if settings.embedded else None,
+                      check_settings=settings if check else None)
         return
     from evalq.ops.preflight import check_servers
 
@@ -105,6 +115,7 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
     """Send the study's trials, and unless told not to (with a broker) wait for them to settle
     with the embedded workers or the broker's; (finished, planned), or None when not waiting."""
     from evalq.cli.progress import TrialProgress
+    from evalq.cli.refusal_notice import RefusalNotice
     from evalq.queue.embedded import LocalWorkers, wait_for_study
     from evalq.queue.launch import launch_study, make_sweeper, send_trials
     from evalq.results.progress import SettledCounter
@@ -124,10 +135,12 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
             return None
         counter = SettledCounter(engine, study.id)
         progress = TrialProgress("trials", counter)
+        sweeper, notice = make_sweeper(app, study, engine, settings), RefusalNotice(engine,
+                                                                                    study.id)
         waited = wait_for_study(counter, progress, workers=workers,
                                 resend=lambda: send_trials(app, study, engine, resume=True),
                                 stall_seconds=max(90.0, settings.lease_seconds * 1.5),
-                                sweep=make_sweeper(app, study, engine, settings),
+                                sweep=lambda: (sweeper(), notice()),
                                 stop_when=_cancelled_and_quiet(engine, study.id))
         progress.close()
         return waited

@@ -22,6 +22,7 @@ from evalq.models import Criterion, GradeResult, Outcome
 from evalq.graders.canary import Canaries, plant
 from evalq.graders.protect import matches, protected_patterns, reset_grader_files
 from evalq.graders.judge_status import missing_verdict, quoted, unexplained_exit
+from evalq.graders.source_copy import copy_source
 from evalq.graders.split import copy_helpers, run_split
 from evalq.graders.tamper import evidence as tamper_evidence, files_digest, listed, without_canaries
 from evalq.graders.test_reports import ReportError, parse_junit, parse_tap
@@ -42,7 +43,9 @@ GRADER_ENV = {
     "NO_COLOR": "1",
     "CI": "true",
 }
-GRADER_VERSION = "evalq-grader/3"  # 3: judge/subject split, canaries; 2: grader files reset
+#: 4: hidden tests' files and source read judge-side; 3: judge/subject split, canaries;
+#: 2: grader files reset
+GRADER_VERSION = "evalq-grader/4"
 #: items of one kind (reset, dropped) named in a reason
 NOTED_ITEMS = 10
 #: MB of the judge's own report disk (its JUnit report is refused past 5 MB anyway)
@@ -156,17 +159,18 @@ def _run_judged(fixture: Fixture, workdir: Path, hidden: Path, canaries: Canarie
     report_dir = workdir.parent / "report"
     report_dir.mkdir()
     helpers = copy_helpers(workdir.parent)
+    source = copy_source(workdir, workdir.parent)  # before any of the agent's code runs
     limits = limits_for(fixture)
     # the judge's report gets a disk of its own: else the subject, whose workspace shares the
     # grading's capped disk, could fill it so that no report can be written (grading_failure)
     with sandbox.scratch(report_dir, dataclasses.replace(limits, disk_mb=JUDGE_REPORT_MB)):
-        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, helpers, canaries,
-                          sandbox, label, limits)
+        return _judged_in(fixture, workdir, hidden, judge_dir, report_dir, helpers, source,
+                          canaries, sandbox, label, limits)
 
 
 def _judged_in(fixture: Fixture, workdir: Path, hidden: Path, judge_dir: Path,
-               report_dir: Path, helpers: Path, canaries: Canaries, sandbox: Sandbox,
-               label: str, limits: SandboxLimits) -> GradeResult:
+               report_dir: Path, helpers: Path, source: Path, canaries: Canaries,
+               sandbox: Sandbox, label: str, limits: SandboxLimits) -> GradeResult:
     # the grader files are the helpers' copy: what the judge and the subject have bound
     tests, helper_files = listed(hidden), listed(helpers)
     digests = {"hidden_tests_before": files_digest(tests, hidden),
@@ -174,7 +178,7 @@ def _judged_in(fixture: Fixture, workdir: Path, hidden: Path, judge_dir: Path,
     try:
         run = run_split(sandbox, toolchain=fixture.spec.toolchain, command=fixture.spec.grade.command,
                         workdir=workdir, judge_dir=judge_dir, report_dir=report_dir,
-                        helpers=helpers, limits=limits, env=dict(GRADER_ENV),
+                        helpers=helpers, source=source, limits=limits, env=dict(GRADER_ENV),
                         image=fixture.spec.image, label=label)
     except SandboxError as exc:
         return GradeResult(outcome=Outcome.grading_failure, reason=f"sandbox: {exc}",

@@ -2,7 +2,10 @@
 
 The trusted grader process makes a socket pair and starts both: the subject as the sandbox
 user with the agent's workspace as its only project view, the judge as a second user with the
-hidden tests, the report directory and evalq's judge helpers, but no workspace. The helpers are
+hidden tests, the report directory and evalq's judge helpers, but no workspace: a copy of it
+taken before the subject started (graders/source_copy.py) for static checks, and a folder both
+share (SHARED_MOUNT) where the judge itself writes the files a check hands to the subject's
+code and reads back what that code wrote (judge/files.py). The helpers are
 bound read-only from a copy in the grading's own folder (copy_helpers), never from this
 installed package: a grader that runs in a container asks the host's engine for its binds, and
 the engine sees the grading folder at the same path, but not the grader's site-packages. The
@@ -21,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalq.errors import SandboxError
+from evalq.graders.judge.client import KIND_ENV
+from evalq.graders.judge.files import SHARED_ENV
+from evalq.graders.judge.source import SOURCE_ENV
 from evalq.graders.relay import SOCKET_NAME, Relay
 from evalq.graders.sandbox.base import (REPORT_PATH, WORKSPACE_PATH, ExecResult, RunExtras,
                                         Sandbox, SandboxLimits)
@@ -33,6 +39,11 @@ HELPER_SUFFIXES = (".py", ".js")
 HELPERS_DIR = "judge-helpers"
 JUDGE_MOUNT = "/evalq-judge/evalq_judge"
 SUBJECT_MOUNT = "/evalq-subject"
+#: the folder judge and subject share, at the same path in both (paths cross as data)
+SHARED_DIR = "shared"
+SHARED_MOUNT = "/evalq-shared"
+#: the judge's copy of the workspace as handed in (read-only, the judge's alone)
+SOURCE_MOUNT = "/evalq-source"
 #: The judge runs as its own user, never the subject's (65534, nobody).
 JUDGE_UID = 65533
 SUBJECT_UID = 65534
@@ -98,6 +109,21 @@ def copy_helpers(grading: Path) -> Path:
     return dest
 
 
+def make_shared(grading: Path) -> Path:
+    """The folder judge and subject share: the judge's (it makes a folder in it per check
+    that needs one); the subject may not add to it, only to the folders the judge opens to it.
+    Without root to give it to the judge's user, both sandboxes run as the caller and it is
+    open to both."""
+    shared = grading / SHARED_DIR
+    shared.mkdir(mode=0o755)
+    if os.geteuid() == 0:
+        os.chown(shared, JUDGE_UID, JUDGE_UID)
+        os.chmod(shared, 0o755)
+    else:
+        os.chmod(shared, 0o777)
+    return shared
+
+
 def judge_argv(command: list[str]) -> list[str]:
     """`command` in judge mode is `pytest ARGS...`: the ARGS run from the hidden tests' copy."""
     if not command or command[0] != "pytest":
@@ -115,11 +141,13 @@ def judge_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: Path,
-              judge_dir: Path, report_dir: Path, helpers: Path, limits: SandboxLimits,
-              env: dict[str, str], image: str | None, label: str) -> SplitRun:
-    """Run subject and judge side by side (`helpers`: copy_helpers' copy); return once both
-    are gone."""
+              judge_dir: Path, report_dir: Path, helpers: Path, source: Path,
+              limits: SandboxLimits, env: dict[str, str], image: str | None,
+              label: str) -> SplitRun:
+    """Run subject and judge side by side (`helpers`: copy_helpers' copy, `source`:
+    copy_source's copy of the workspace); return once both are gone."""
     argv = judge_argv(command)
+    shared = make_shared(judge_dir.parent)
     channel = _Channel(sandbox, judge_dir.parent)
     judge_done = threading.Event()
     outcome: dict = {}
@@ -134,6 +162,7 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
                 env=dict(env), image=image, label=f"{label}:subject",
                 extras=RunExtras(ro_binds=((str(helpers), SUBJECT_MOUNT),
                                            *channel.subject_binds),
+                                 rw_binds=((str(shared), SHARED_MOUNT),),
                                  pass_fds=channel.subject_fds, uid=SUBJECT_UID,
                                  should_stop=judge_done.is_set))
         except Exception as exc:  # noqa: BLE001 - reported in the grade, never raised here
@@ -152,10 +181,14 @@ def run_split(sandbox: Sandbox, *, toolchain: str, command: list[str], workdir: 
                                  # only the plugins the hidden tests ask for (and faster)
                                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
                                  "EVALQ_CHANNEL_STATUS": f"{REPORT_PATH}/{CHANNEL_STATUS}",
-                                 "EVALQ_JUDGE_STARTED": f"{REPORT_PATH}/{STARTED_MARK}"},
+                                 "EVALQ_JUDGE_STARTED": f"{REPORT_PATH}/{STARTED_MARK}",
+                                 SHARED_ENV: SHARED_MOUNT, SOURCE_ENV: SOURCE_MOUNT,
+                                 KIND_ENV: "node" if toolchain == "node" else "python"},
                             image=image, label=f"{label}:judge",
                             extras=RunExtras(ro_binds=((str(helpers), JUDGE_MOUNT),
+                                                       (str(source), SOURCE_MOUNT),
                                                        *channel.judge_binds),
+                                             rw_binds=((str(shared), SHARED_MOUNT),),
                                              pass_fds=channel.judge_fds, uid=JUDGE_UID))
     finally:
         judge_done.set()

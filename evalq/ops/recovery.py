@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 from evalq.ops.grading_sweep import resend_stranded_gradings
+from evalq.ops.held_deliveries import held_gradings
 from evalq.queue.messages import grading_payload, shown_as
 from evalq.results.store import latest_attempts
 
@@ -121,7 +122,8 @@ class Sweeper:
             return
         if run_id is not None:
             self.run_id = run_id
-        resend_stranded_gradings(self.engine, self._send, self.lease_seconds)
+        resend_stranded_gradings(self.engine, self._send, self.lease_seconds,
+                                 held=held_gradings(self.broker_url, self.lease_seconds))
         expired, grading = stranded(self.engine, self.study_id, self.grading_grace)
         expired = self._fresh(expired, "run")
         if expired:

@@ -12,7 +12,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from evalq.analysis.agent_errors import describe_exit, last_line
 from evalq.models import OUTCOMES
+from evalq.plaintext import one_line
 from evalq.results.grader_checks import refusal_line, refusals
 from evalq.results.store import read_study
 from evalq.results.tallies import study_tallies
@@ -39,6 +41,12 @@ class StudyStatus:
     checks: dict[str, bool] = field(default_factory=dict)
     #: graders refusing a fixture of the study (their self-check of it failed): with_refusals
     grader_refusals: list[dict] = field(default_factory=list)
+    #: condition -> {runs, errors, by_kind}: runs whose agent itself broke (with_agent_errors)
+    agent_errors: dict[str, dict] = field(default_factory=dict)
+    #: the first such runs, with exit status, model calls, stop reason and stderr's tail
+    agent_error_runs: list[dict] = field(default_factory=list)
+    #: the sentences that make a report's claims exploratory (most runs are agent errors)
+    agent_error_warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +66,69 @@ def with_refusals(engine, status: StudyStatus) -> StudyStatus:
     pending = status.finished < status.planned
     status.grader_refusals = refusals(engine, status.study) if pending else []
     return status
+
+
+#: agent-error runs `evalq status` lists
+AGENT_ERROR_RUNS_SHOWN = 10
+
+
+def with_agent_errors(engine, status: StudyStatus) -> StudyStatus:
+    """The status with each condition's agent errors (evalq/analysis/agent_errors.py) and the
+    first of those runs: a broken agent shows while the study runs, not only in its report."""
+    from evalq.results.agent_error_tallies import agent_error_counts, agent_error_runs
+
+    names = [c["name"] for c in read_study(engine, status.study).manifest.get("conditions", [])]
+    counts = agent_error_counts(engine, status.study, names)
+    status.agent_errors = {name: count.as_dict() for name, count in counts.items()}
+    status.agent_error_warnings = [w for w in (c.warning() for c in counts.values()) if w]
+    status.agent_error_runs = (agent_error_runs(engine, status.study, AGENT_ERROR_RUNS_SHOWN)
+                               if any(c.errors for c in counts.values()) else [])
+    return status
+
+
+class AgentErrorsEvery:
+    """with_agent_errors for a watching status: counting them reads every finished run, so
+    a watch (whose ticks cost O(changes)) refreshes them at most every `every` seconds, and
+    once more when the study has settled; in between a tick shows the last counts."""
+
+    def __init__(self, engine, every: float = 30.0):
+        self.engine, self.every = engine, every
+        self.last: Optional[StudyStatus] = None
+        self.at = float("-inf")
+
+    def add(self, status: StudyStatus) -> StudyStatus:
+        settled = status.finished >= status.planned
+        if self.last is None or settled or time.monotonic() - self.at >= self.every:
+            self.last, self.at = with_agent_errors(self.engine, status), time.monotonic()
+            return status
+        status.agent_errors = self.last.agent_errors
+        status.agent_error_warnings = self.last.agent_error_warnings
+        status.agent_error_runs = self.last.agent_error_runs
+        return status
+
+
+def _agent_error_lines(status: StudyStatus) -> list[str]:
+    """Per condition its agent errors, then the runs: all of it the agent's text made safe."""
+    if not status.agent_errors:
+        return []
+    shown = ", ".join(f"{name} {c['errors']}/{c['runs']}"
+                      + (" (" + "; ".join(f"{k} {n}" for k, n in c["by_kind"].items()) + ")"
+                         if c["by_kind"] else "")
+                      for name, c in status.agent_errors.items())
+    lines = [f"  {'agent errors':<14} {shown}"]
+    lines += [f"  warning: {w}" for w in status.agent_error_warnings]
+    for run in status.agent_error_runs:
+        calls = "unavailable" if run["model_calls"] is None else run["model_calls"]
+        stop = one_line(run.get("stop_reason"), 80) or "unavailable"
+        stderr = one_line(last_line(run.get("stderr_tail")), 200) or "(empty)"
+        lines.append(f"    {one_line(run['trial_id'])}: {run['outcome']}, the agent "
+                     f"{run['agent_error']}; {describe_exit(run['exit_code'])}, model calls "
+                     f"{calls}, stop reason {stop}; stderr: {stderr}")
+    errors = sum(c["errors"] for c in status.agent_errors.values())
+    if errors > len(status.agent_error_runs):
+        lines.append(f"    … {errors - len(status.agent_error_runs)} more; each run's stderr "
+                     "is on its transcript page (`evalq report`)")
+    return lines
 
 
 def status_from_counts(study_id: str, cancelled: bool, t: dict) -> StudyStatus:
@@ -109,6 +180,7 @@ def render(status: StudyStatus) -> str:
              f"  {'attempts':<14} {status.attempts} rows"
              + (f", {status.expired_leases} with an expired lease (recovered on resume)"
                 if status.expired_leases else "")]
+    lines += _agent_error_lines(status)
     if status.environments_note:
         lines.append(f"  warning: {status.environments_note}")
     for row in status.grader_refusals:

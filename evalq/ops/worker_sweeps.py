@@ -49,7 +49,8 @@ def start_sweeps(queues) -> None:
     if not queues or not ({"grading", "results"} & set(queues)):
         return
     start_worker_sweep(lambda: ready_engine(settings.database_url), send, settings.lease_seconds,
-                       lambda: broker_run_id(settings.broker_url), _stop)
+                       lambda: broker_run_id(settings.broker_url), _stop,
+                       broker_url=settings.broker_url)
 
 
 @signals.worker_shutdown.connect

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
+from evalq.analysis.agent_errors import NOT_COUNTED, AgentErrorCount, agent_error, last_line
 from evalq.analysis.pinning import pinning_block, pinning_reasons
 from evalq.analysis.usage import FROM_WIRE, usage_source
 from evalq.ops.failures import FAILURES
@@ -194,7 +195,8 @@ def _counted_reason(view) -> Optional[str]:
     return getattr(attempt, "reason", None) if attempt is not None else None
 
 
-def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
+def _trial_row(run: Run, labels: dict,
+               agent_error_kind: Optional[str] = None) -> dict[str, Any]:
     v, counted = run.view, run.view.counted
     m = run.counted_metrics  # read only: no copy (100k rows); the usage that counts
     get = m.get  # looked up once: two dozen keys a row, 100,000 rows
@@ -216,6 +218,11 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             "estimated_context_tokens_per_request": get("estimated_context_tokens"),
             "tool_calls": get("tool_calls"), "tool_failures": get("tool_failures"),
             "stop_reason": get("stop_reason"),
+            # did the agent itself break: its exit status (negative: killed by that signal),
+            # its model calls, the kind of agent error and then its stderr's last line
+            "exit_code": get("exit_code"), "model_calls": get("model_calls"),
+            "agent_error": agent_error_kind,
+            "stderr_last_line": last_line(get("stderr_tail")) if agent_error_kind else None,
             "cost_usd": get("cost_usd"), "cost_source": get("cost_source"),
             "usage_source": usage_source(m),
             "accounting_complete": None if counted is None else None not in (
@@ -227,6 +234,26 @@ def _trial_row(run: Run, labels: dict) -> dict[str, Any]:
             **dict(zip(WIRE_COLUMNS, map(get, WIRE_COLUMNS))),
             # where the gateway's counts are the counted ones: what the agent said it used
             **dict(zip(AGENT_COLUMNS, map(get, AGENT_COLUMNS)))}
+
+
+def _agent_errors(runs: list[Run], names: list[str]
+                  ) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """Per condition: its finished runs, how many were agent errors, by kind; the warnings
+    for conditions that mostly measured a broken agent (they make claims exploratory); and
+    each agent-error run's kind by trial. Each run is classified once (100,000 in a report)."""
+    counts = {name: AgentErrorCount(name) for name in names}
+    kinds: dict[str, str] = {}
+    for run in runs:
+        if run.outcome in NOT_COUNTED:
+            continue
+        kind = agent_error(run.counted_metrics, run.outcome)
+        count = counts.get(run.condition) or \
+            counts.setdefault(run.condition, AgentErrorCount(run.condition))
+        count.add(kind)
+        if kind is not None:
+            kinds[run.view.trial_id] = kind
+    warnings = [w for w in (c.warning() for c in counts.values()) if w]
+    return {name: c.as_dict() for name, c in counts.items()}, warnings, kinds
 
 
 def _left_out(runs: list[Run]) -> list[str]:
@@ -246,8 +273,6 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
     if sealed["sealed"] is False:
         reasons.append("agents ran unsealed (agent sandbox `none`): they could reach the host")
     reasons += claim_reasons(plan) + left_out
-    if not tests:
-        reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     if warn:
         reasons.append("power_warning is set")
     if low_rel:
@@ -257,7 +282,11 @@ def _claims(mode: str, tests: bool, warn: bool, low_rel, comparisons,
     if mode == "workflow-lift":
         reasons.append("workflow-lift mode: the difference is the whole workflow packet, "
                        "not the workflow document alone")
-    status = "descriptive" if not tests else ("exploratory" if reasons else "confirmatory")
+    # without tests the claims are descriptive (intervals only) while nothing weakens them;
+    # what weakens a confirmatory claim weakens a descriptive one as much
+    status = "exploratory" if reasons else ("descriptive" if not tests else "confirmatory")
+    if not tests:
+        reasons.append("commit-comparison mode reports uncertainty (CIs) only")
     return {"status": status, "reasons": reasons}
 
 
@@ -353,6 +382,7 @@ def _report(study, runs: list[Run], n_resamples: int,
     sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
     plan = plan_record(study.lock, first_run_at)
     pinning = pinning_block(study.manifest.get("conditions") or [], runs)
+    agent_errors, agent_warnings, error_kinds = _agent_errors(runs, names)
     finished = sum(1 for v in views if v.outcome is not None)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -382,13 +412,15 @@ def _report(study, runs: list[Run], n_resamples: int,
         "power_warning_reasons": warn_reasons,
         "worker_environments": study_environment_flag(
             a for r in runs for a in r.view.attempts),
+        # runs where the agent itself broke (crashed, killed, no model call), per condition
+        "agent_errors": agent_errors,
         "cost": {name: condition_cost([r for r in runs if r.condition == name])
                  for name in names},
         "agent_sandbox": sealed,
         "power_plan": plan,
         "model_pinning": pinning,
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed,
-                          plan, _left_out(runs) + pinning_reasons(pinning)),
-        "trial_rows": [_trial_row(r, labels) for r in runs],
+                          plan, agent_warnings + _left_out(runs) + pinning_reasons(pinning)),
+        "trial_rows": [_trial_row(r, labels, error_kinds.get(r.view.trial_id)) for r in runs],
         "grading_integrity": integrity_block(views),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.report.agent_error_lines import agent_error_lines
 from evalq.report.integrity import integrity_lines
 from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
@@ -306,7 +307,7 @@ def _cell(text: str | None, limit: int = 120) -> str:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    lines = (_header(report) + _outcomes(report) + _metrics(report) + _comparisons(report)
+    lines = (_header(report) + _outcomes(report) + agent_error_lines(report) + _metrics(report) + _comparisons(report)
              + _grid(report) + _cost(report) + _reliability(report) + _tracks(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report))
     return "\n".join(lines)

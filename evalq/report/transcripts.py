@@ -1,8 +1,10 @@
 """Per-run transcript pages beside the HTML report: what the agent said, called and got back.
 
-A page renders the run's normalized trajectory (ATIF shape, see workers/agents/trajectory.py);
-a transcript in another shape is shown as text. Everything in it is the agent's output and so
-hostile: all of it is escaped, the page loads nothing and runs no script (same CSP as the report).
+A page opens with how the run ended (outcome and reason, failed checks, exit status, model
+calls, whether the agent itself broke), then its diff and the tail of its stderr, then the
+run's normalized trajectory (ATIF shape, see workers/agents/trajectory.py); a transcript in
+another shape is shown as text. Nearly everything in it is the agent's output and so hostile:
+all of it is escaped, the page loads nothing and runs no script (same CSP as the report).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Optional
 
+from evalq.analysis.agent_errors import agent_error, describe_exit
 from evalq.artifacts import open_store
 from evalq.fileio import write_text_atomic
 from evalq.results.store import latest_attempts
@@ -22,7 +25,7 @@ body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color
 .step{border-left:4px solid #ccc;margin:.6em 0;padding:.2em .8em}.agent{border-color:#4a7}
 .user{border-color:#47a}.system{border-color:#aaa}.error{background:#fee}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.4em;margin:.3em 0}
-small{color:#666}
+small{color:#666}.run li{margin:.2em 0}b.error{color:#a00}
 """
 MAX_TEXT = 20_000
 
@@ -65,8 +68,51 @@ def _step(step: dict[str, Any]) -> str:
     return f'<div class="step {kind}">' + "".join(parts) + "</div>"
 
 
-def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
-    """One run's transcript page (a trajectory document, other text as is, or none)."""
+#: failed checks named on a page; the rest are counted
+CHECKS_SHOWN = 50
+
+
+def _failed_checks(criteria: Any) -> str:
+    failed = [c for c in criteria or [] if isinstance(c, dict) and c.get("passed") is False]
+    if not failed:
+        return "none" if criteria else "none recorded"
+    items = "".join(f"<li>{escape(str(c.get('name')))}"
+                    + (_pre(c["evidence"]) if c.get("evidence") else "") + "</li>"
+                    for c in failed[:CHECKS_SHOWN])
+    more = f"<li>… {len(failed) - CHECKS_SHOWN} more</li>" if len(failed) > CHECKS_SHOWN else ""
+    return f"{len(failed)}<ul>{items}{more}</ul>"
+
+
+def run_summary(attempt: Any, diff: Optional[bytes]) -> str:
+    """How the run ended, as HTML: outcome and reason, failed checks, exit status, model calls,
+    stop reason and the agent error if it is one, then its diff and its stderr's tail."""
+    metrics = getattr(attempt, "metrics", None) or {}
+    outcome = getattr(attempt, "outcome", None)
+    kind = agent_error(metrics, outcome)
+    calls = metrics.get("model_calls")
+    facts = [("outcome", escape(str(outcome or "pending"))),
+             ("reason", escape(str(getattr(attempt, "reason", None) or "none given"))),
+             ("failed checks", _failed_checks(getattr(attempt, "criteria", None))),
+             ("exit status", escape(describe_exit(metrics.get("exit_code")))),
+             ("model calls", "unavailable" if calls is None else escape(str(calls))),
+             ("stop reason", escape(str(metrics.get("stop_reason") or "unavailable")))]
+    if kind is not None:
+        facts.append(("agent error", f'<b class="error">the agent {escape(kind)}</b>'))
+    body = ['<h2>Run</h2><ul class="run">'
+            + "".join(f"<li>{name}: {value}</li>" for name, value in facts) + "</ul>",
+            "<h2>Diff</h2>",
+            _pre(diff.decode("utf-8", "replace")) if diff
+            else "<p>no diff: the agent changed nothing, or none was stored</p>",
+            "<h2>Stderr (last lines)</h2>",
+            _pre(metrics["stderr_tail"]) if metrics.get("stderr_tail")
+            else "<p>the agent wrote nothing to stderr (or it was not recorded)</p>",
+            "<h2>Transcript</h2>"]
+    return "\n".join(body)
+
+
+def render_transcript(trial_id: str, data: Optional[bytes], summary: str = "") -> str:
+    """One run's transcript page (a trajectory document, other text as is, or none), after
+    `summary` (run_summary's HTML) when given."""
     try:
         doc = json.loads(data) if data else None
     except ValueError:
@@ -92,7 +138,7 @@ def render_transcript(trial_id: str, data: Optional[bytes]) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
             f'<p><a href="../report.html">report</a></p><h1>{title}</h1>\n'
-            + "\n".join(body) + "\n</body></html>\n")
+            + summary + "\n".join(body) + "\n</body></html>\n")
 
 
 def page_name(trial_id: str) -> str:
@@ -107,10 +153,15 @@ def write_transcripts(engine, artifacts_url: str, study_id: str,
     store = open_store(artifacts_url)
     _, latest = latest_attempts(engine, study_id)
     links = {}
+
+    def stored(attempt, name: str) -> Optional[bytes]:
+        ref = (getattr(attempt, "artifacts", None) or {}).get(name)
+        return store.get(ref) if ref and store.exists(ref) else None
+
     for trial_id, attempt in sorted(latest.items()):
-        ref = (getattr(attempt, "artifacts", None) or {}).get("transcript")
-        data = store.get(ref) if ref and store.exists(ref) else None
         link = page_name(trial_id)
-        write_text_atomic(out_dir / link, render_transcript(trial_id, data))
+        summary = run_summary(attempt, stored(attempt, "diff"))
+        page = render_transcript(trial_id, stored(attempt, "transcript"), summary)
+        write_text_atomic(out_dir / link, page)
         links[trial_id] = link
     return links

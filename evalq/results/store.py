@@ -445,6 +445,28 @@ def reserve_stranded_gradings(engine: Engine, lease_seconds: float,
     return reserved
 
 
+def reserve_unclaimed_gradings(engine: Engine, keys: list[tuple[str, int]],
+                               lease_seconds: float) -> list[tuple[str, int]]:
+    """Of `keys`, the gradings no grader has claimed since the agent handed them off, each
+    reserved for one re-send as reserve_stranded_gradings does (a compare-and-set, so of
+    several sweepers one re-sends each)."""
+    table = AttemptRow.__table__.c
+    reserved = []
+    with engine.connect() as conn:
+        for trial_id, attempt in keys:
+            done = conn.execute(update(AttemptRow.__table__)
+                                .where(table.trial_id == trial_id, table.attempt == attempt,
+                                       table.state == "grading", table.outcome.is_(None),
+                                       table.lease_expires_at.is_(None),
+                                       table.artifacts.isnot(None))
+                                .values(lease_owner=RESENT,
+                                        lease_expires_at=time.time() + lease_seconds))
+            if done.rowcount == 1:
+                reserved.append((trial_id, attempt))
+        conn.commit()
+    return reserved
+
+
 def grading_items(engine: Engine, keys: list[tuple[str, int]]) -> list[tuple[Any, Any]]:
     """(trial, attempt row) Records for the given keys: what a grade_trial message is built from."""
     if not keys:

@@ -33,6 +33,21 @@ def _count_by(conn, a, study_id: str, pick, column, *where) -> dict[Any, int]:
     return {key: n for key, n in rows}
 
 
+def counted_attempts(a, study_id: str, latest=None):
+    """trial_id -> n, the attempt that counts, for every settled trial of the study: the first
+    valid attempt, else the latest (a failure); join it to the attempts table `a`."""
+    c = a.c
+    latest = latest if latest is not None else _per_trial(c, study_id, func.max(c.attempt))
+    valid = _per_trial(c, study_id, func.min(c.attempt), c.outcome.in_(VALID))
+    last = a.alias("last")
+    settled = (select(latest.c.trial_id).select_from(latest.join(
+        last, and_(last.c.trial_id == latest.c.trial_id, last.c.attempt == latest.c.n)))
+        .where(last.c.outcome.isnot(None)))
+    return (select(latest.c.trial_id, func.coalesce(valid.c.n, latest.c.n).label("n"))
+            .select_from(latest.outerjoin(valid, valid.c.trial_id == latest.c.trial_id))
+            .where(latest.c.trial_id.in_(settled)).subquery())
+
+
 def study_tallies(engine, study_id: str, now: float) -> dict[str, Any]:
     """Counts for ops/status.py: planned, latest states, counted outcomes, hosts, first outcomes."""
     a = AttemptRow.__table__
@@ -42,14 +57,7 @@ def study_tallies(engine, study_id: str, now: float) -> dict[str, Any]:
             TrialRow.__table__.c.study_id == study_id)).scalar()
         latest = _per_trial(c, study_id, func.max(c.attempt))
         states = _count_by(conn, a, study_id, latest, c.state, c.outcome.is_(None))
-        valid = _per_trial(c, study_id, func.min(c.attempt), c.outcome.in_(VALID))
-        last = a.alias("last")
-        settled = (select(latest.c.trial_id).select_from(latest.join(
-            last, and_(last.c.trial_id == latest.c.trial_id, last.c.attempt == latest.c.n)))
-            .where(last.c.outcome.isnot(None)))
-        counted = (select(latest.c.trial_id, func.coalesce(valid.c.n, latest.c.n).label("n"))
-                   .select_from(latest.outerjoin(valid, valid.c.trial_id == latest.c.trial_id))
-                   .where(latest.c.trial_id.in_(settled)).subquery())
+        counted = counted_attempts(a, study_id, latest)
         outcomes = _count_by(conn, a, study_id, counted, c.outcome)
         hosted = _per_trial(c, study_id, func.max(c.attempt), c.worker_host.isnot(None))
         hosts = _count_by(conn, a, study_id, hosted, c.worker_host)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -38,7 +39,8 @@ def _gradings(db_url: str) -> list[dict]:
     try:
         with engine.connect() as conn:
             return [dict(r) for r in conn.execute(text(
-                "select trial_id, attempt, state, outcome, lease_owner from attempts"))
+                "select trial_id, attempt, state, outcome, lease_owner, lease_expires_at "
+                "from attempts"))
                 .mappings()]
     finally:
         engine.dispose()
@@ -50,8 +52,9 @@ def _held_by_grader(db_url: str) -> list[dict]:
 
 
 def _unclaimed(db_url: str) -> list[dict]:
+    """Gradings the agent handed off that no grader has claimed (no lease yet)."""
     return [r for r in _gradings(db_url) if r["state"] == "grading" and r["outcome"] is None
-            and r["lease_owner"] is None]
+            and r["lease_expires_at"] is None]
 
 
 def _setup(tmp_path, fixture_copies, postgres_url, study_id: str, repetitions: int):
@@ -85,11 +88,9 @@ def test_killed_grader_is_regraded_within_two_leases(tmp_path, fixture_copies, p
             assert run.wait(120) == 0, procs.logs()
             assert "evalq status lease --watch" in procs.log("launcher")
 
-        # the kill comes once every grading sent so far is claimed: a grader killed while it
-        # still holds a delivered but unclaimed message strands that grading until the
-        # broker's visibility timeout (a known gap, not what this test is about)
-        held = wait_for(lambda: not _unclaimed(postgres_url) and _held_by_grader(postgres_url),
-                        120, "a grader to hold a grading, with none left unclaimed")
+        # a delivered message the victim had not claimed yet is re-sent by the sweep too
+        # (test_grading_taken_by_a_grader_that_died_before_claiming_it)
+        held = wait_for(lambda: _held_by_grader(postgres_url), 120, "a grader to hold a grading")
         victim = held[0]
         name = victim["lease_owner"].split(":")[1].split("@")[0]
         os.killpg(procs.procs[name].pid, signal.SIGKILL)
@@ -150,6 +151,50 @@ def test_redis_restart_mid_grade_loses_no_result(tmp_path, fixture_copies, postg
         logs = procs.log("grader") + procs.log("results") + procs.log("agents")
         assert "Error on restarting" not in logs, logs[-3000:]
         assert "Connected to redis" in procs.log("results")
+    finally:
+        procs.stop_all()
+        redis_server.stop()
+
+
+#: takes one grading message off the queue as a Celery consumer does (filed as unacknowledged,
+#: with its delivery time) and dies before anything else: a grader SIGKILLed between delivery
+#: and its claim
+_TAKE_AND_DIE = """
+import os, signal, sys
+from kombu import Connection
+with Connection(sys.argv[1]) as conn:
+    message = conn.default_channel.basic_get("grading", no_ack=False)
+    print("took", message is not None, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_grading_taken_by_a_grader_that_died_before_claiming_it(tmp_path, fixture_copies,
+                                                               postgres_url):
+    """Delivered, never claimed, its taker dead: re-sent within two leases of a live grader
+    coming up, while the broker would hand it back only after its hour-long visibility
+    timeout."""
+    redis_server, env, study = _setup(tmp_path, fixture_copies, postgres_url, "held", 1)
+    env["EVALQ_VISIBILITY_TIMEOUT"] = "3600"
+    procs = Procs(tmp_path)
+    try:
+        procs.worker("agents", "host-a", "agents", env, concurrency=2)
+        procs.worker("results", "host-r", "results", env)
+        assert procs.start("launcher", [*EVALQ, "run", str(study), "--no-wait"],
+                           env).wait(120) == 0, procs.logs()
+        wait_for(lambda: len(_unclaimed(postgres_url)) == 2, 120,
+                 "both trials to wait for grading, unclaimed")
+        taker = procs.start("dead-grader", [sys.executable, "-c", _TAKE_AND_DIE,
+                                            redis_server.url], env)
+        assert taker.wait(60) == -signal.SIGKILL and "took True" in procs.log("dead-grader"), \
+            procs.log("dead-grader")
+        procs.worker("grader", "host-g", "grading", env, concurrency=2)
+        # within two minutes, where the broker would hand the message back after an hour
+        final = wait_for(lambda: (s := status_json(env, "held"))["finished"] == 2 and s, 120,
+                         "both gradings, the one the dead grader took included")
+        assert final["by_outcome"]["correct"] == 2, final
+        assert "re-sent 1 grading(s)" in procs.log("grader") + procs.log("results"), \
+            procs.logs()
     finally:
         procs.stop_all()
         redis_server.stop()

@@ -196,4 +196,7 @@ def test_lock_file_is_shipped_with_the_suite():
     lock = json.loads((FIXTURES / LOCK_NAME).read_text())
     assert lock["suite_id"] == "evalq-core"
     assert isinstance(lock["suite_version"], int)
-    assert set(lock) == {"suite_id", "suite_version", "fixtures", "suite_digest"}
+    assert set(lock) == {"suite_id", "suite_version", "fixtures", "suite_digest", "notes"}
+    # the notes come in version order, the last for the current version: it says why
+    noted = [n["suite_version"] for n in lock["notes"]]
+    assert noted == sorted(noted) and noted[-1] == lock["suite_version"], lock["notes"]

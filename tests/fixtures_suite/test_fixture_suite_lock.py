@@ -61,6 +61,36 @@ def test_freeze_is_stable_and_a_change_bumps_the_version(tmp_path):
     assert load_suite(root).suite_version == 2
 
 
+def test_a_new_version_keeps_the_note_saying_why(tmp_path):
+    """A note is recorded for the version it came with, kept by later versions, and not
+    added when nothing changed; it is no part of the suite digest."""
+    root = make_suite(tmp_path)
+    readme = root / "py-slugify-bugfix" / "workspace" / "README.md"
+    readme.write_text(readme.read_text() + "\nMore words.\n")
+    runner = CliRunner()
+    done = runner.invoke(fixtures, ["freeze", str(root), "--note", "README reworded"])
+    assert done.exit_code == 0, done.output
+    second = read_lock(root)
+    assert second["suite_version"] == 2
+    assert second["notes"] == [{"suite_version": 2, "note": "README reworded"}]
+    assert second["suite_digest"] == suite_digest("test-suite", second["fixtures"])
+    assert freeze_suite(root, note="nothing changed") == second
+    readme.write_text(readme.read_text() + "\nEven more.\n")
+    third = freeze_suite(root, note="README longer")
+    assert third["notes"] == [{"suite_version": 2, "note": "README reworded"},
+                              {"suite_version": 3, "note": "README longer"}]
+    assert load_suite(root).suite_version == 3
+
+
+def test_malformed_notes_are_refused(tmp_path):
+    root = make_suite(tmp_path)
+    lock = read_lock(root)
+    lock["notes"] = [{"suite_version": "2", "note": "x"}]
+    (root / LOCK_NAME).write_text(json.dumps(lock))
+    with pytest.raises(UserError, match="'notes' must be a list"):
+        read_lock(root)
+
+
 def test_changed_byte_is_refused_naming_the_fixture(tmp_path):
     root = make_suite(tmp_path)
     target = root / "node-csv-quotes-bugfix" / "workspace" / "lib" / "parse.js"

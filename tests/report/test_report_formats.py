@@ -66,7 +66,9 @@ def test_commit_comparison_mode_has_intervals_and_no_significance_wording(tmp_pa
     assert comp["metrics"]["tpr"]["ci_low"] is not None
     assert all(m["p_value"] is None and m["p_holm"] is None for m in comp["metrics"].values())
     assert report["inference"]["tests"] is False and report["inference"]["permutation"] is None
-    assert report["claims"]["status"] == "descriptive"
+    # intervals only; this study's failed run and power warning weaken even those
+    assert report["claims"]["status"] == "exploratory"
+    assert "commit-comparison mode reports uncertainty (CIs) only" in report["claims"]["reasons"]
     out = _all_formats(report)
     for fmt in ("md", "html"):
         assert not FORBIDDEN.search(out[fmt]), FORBIDDEN.search(out[fmt]).group(0)
@@ -121,3 +123,14 @@ def test_html_renders_in_headless_chromium_without_console_errors(tmp_path):
     console = [l for l in proc.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l
                or "Refused to" in l]
     assert console == [], console
+
+
+def test_claims_without_tests_are_descriptive_until_something_weakens_them():
+    from evalq.report.compute import _claims
+
+    clean = dict(mode="commit-comparison", tests=False, warn=False, low_rel=False,
+                 comparisons=[], sealed={"sealed": True}, plan={"recorded": False},
+                 left_out=[])
+    assert _claims(**clean)["status"] == "descriptive"
+    assert _claims(**dict(clean, warn=True))["status"] == "exploratory"
+    assert _claims(**dict(clean, tests=True, mode="controlled"))["status"] == "confirmatory"

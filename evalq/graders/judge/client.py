@@ -12,9 +12,11 @@ from __future__ import annotations
 import builtins
 import os
 import select
+import sys
 import time
 
 from . import codec
+from . import files as files_module
 
 DEFAULT_TIMEOUT = 10.0
 #: The subject sandbox starts at the same time as the judge; its first line may take longer.
@@ -48,6 +50,10 @@ class SubjectError(Exception):
 
 class SubjectUnavailable(AssertionError):
     """The subject did not answer: the check fails (it says nothing about the grader)."""
+
+
+class SubjectRefused(TypeError):
+    """A request the judge does not send: the subject would answer it with agent code."""
 
 
 class SubjectHung(SubjectUnavailable):
@@ -298,8 +304,35 @@ def channel() -> Channel:
     return _channel
 
 
+#: Node's own modules (require('module').builtinModules, Node 20, but for its "_" internals,
+#: refused by their "_" as npm names never start with one; "node:" names too)
+NODE_BUILTINS = frozenset(
+    "assert async_hooks buffer child_process cluster console constants crypto dgram "
+    "diagnostics_channel dns domain events fs http http2 https inspector module net os path "
+    "perf_hooks process punycode querystring readline repl stream string_decoder sys timers "
+    "tls trace_events tty url util v8 vm wasi worker_threads zlib".split())
+KIND_ENV = "EVALQ_SUBJECT_KIND"
+
+
+def runtime_module(module: str) -> bool:
+    """Whether `module` is the language's own (Python's standard library, Node's built-in
+    modules) rather than the agent's: in the subject it is whatever the agent's code, loaded
+    first, made of it, so no check may rely on it there."""
+    if os.environ.get(KIND_ENV) == "node":
+        name = module[len("node:"):] if module.startswith("node:") else module
+        return (module.startswith(("node:", "_")) or name.split("/")[0] in NODE_BUILTINS)
+    return module.split(".")[0] in sys.stdlib_module_names
+
+
 def load_subject(module: str, timeout: float | None = None) -> Handle:
-    """The subject's module `module` (a Python dotted name, or a path for a Node subject)."""
+    """The subject's module `module` (a Python dotted name, or a path for a Node subject).
+    The language's own modules are refused: files, folders and source are the judge's to
+    handle (tmp_dir, write_text, read_text, set_mtime, source_text, module_source)."""
+    if runtime_module(module):
+        raise SubjectRefused(
+            f"load_subject({module!r}): the subject's {module} is whatever the agent's code "
+            "made of it; do this in the judge (evalq_judge's tmp_dir, write_text, read_text, "
+            "set_mtime, source_text, module_source, or the judge's own modules)")
     return channel().request({"op": "import", "module": module}, timeout)
 
 
@@ -311,36 +344,14 @@ def run(argv: list, stdin: str | None = None, timeout: float = DEFAULT_TIMEOUT,
 
 
 def build(script: str, files: dict | None = None, timeout: float = 60.0) -> dict:
-    """Send `files` ({subject path: text}) and run `sh -c script` in the subject's workspace;
-    a failed build fails the check with its output. Send only what holds no expected value."""
+    """Write `files` ({path in a tmp_dir(): text}, written by the judge) and run `sh -c
+    script` in the subject's workspace; a failed build fails the check with its output. Send
+    only what holds no expected value: the subject may read it."""
     for path, text in (files or {}).items():
-        write_text(path, text)
+        files_module.write_text(path, text)
     done = run(["sh", "-c", script], timeout=timeout)
     assert done["exit_code"] == 0, f"build failed:\n{done['stdout']}{done['stderr']}"[-2000:]
     return done
-
-
-def tmp_dir():
-    """A fresh directory in the subject's /tmp (the judge's own files are not its to see)."""
-    import pathlib
-
-    return pathlib.PurePosixPath(load_subject("tempfile").mkdtemp())
-
-
-def write_text(path, text: str) -> None:
-    """Write a file on the subject's side (paths cross as data, so pathlib's methods do not)."""
-    handle = load_subject("builtins").open(str(path), "w", encoding="utf-8")
-    handle.write(text)
-    handle.close()
-
-
-def read_text(path) -> str:
-    """Read a file on the subject's side."""
-    handle = load_subject("builtins").open(str(path), encoding="utf-8")
-    try:
-        return handle.read()
-    finally:
-        handle.close()
 
 
 def output() -> Output:

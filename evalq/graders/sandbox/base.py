@@ -29,10 +29,12 @@ class SandboxLimits:
 @dataclass(frozen=True)
 class RunExtras:
     """What a split grading adds to a run (graders/split.py): read-only binds of host paths,
-    file descriptors passed in (the judge-subject channel), the user id to run as, and a
-    callable that says when to stop early (the judge is done with its subject)."""
+    writable ones (the folder judge and subject share), file descriptors passed in (the
+    judge-subject channel), the user id to run as, and a callable that says when to stop
+    early (the judge is done with its subject)."""
 
     ro_binds: tuple[tuple[str, str], ...] = ()
+    rw_binds: tuple[tuple[str, str], ...] = ()
     pass_fds: tuple[int, ...] = ()
     uid: Optional[int] = None
     should_stop: Optional[Callable[[], bool]] = None

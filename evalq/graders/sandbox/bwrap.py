@@ -126,13 +126,14 @@ class BwrapSandbox(Sandbox):
         if as_root:
             _own_for_nobody(workspace, uid)
             _own_for_nobody(report_dir, uid)
-        ro_binds = [a for src, dst in extras.ro_binds for a in ("--ro-bind", src, dst)]
+        extra_binds = [a for src, dst in extras.ro_binds for a in ("--ro-bind", src, dst)]
+        extra_binds += [a for src, dst in extras.rw_binds for a in ("--bind", src, dst)]
         options = ["--unshare-all", "--die-with-parent", "--new-session",
                    "--hostname", "evalq-sandbox", "--cap-drop", "ALL",
                    *rootfs_binds(toolchain.root), "--proc", "/proc", "--dev", "/dev",
                    *tmpfs_options(limits),
                    "--bind", str(workspace), WORKSPACE_PATH,
-                   "--bind", str(report_dir), REPORT_PATH, *ro_binds,
+                   "--bind", str(report_dir), REPORT_PATH, *extra_binds,
                    "--remount-ro", "/", "--chdir", WORKSPACE_PATH]
         # as root (with or without CAP_SYS_ADMIN), bwrap makes the user namespace as `uid`
         prefix = as_user(uid) if as_root else []

@@ -205,6 +205,8 @@ class DockerSandbox(Sandbox):
         mounts = _bind_mounts(workspace, report_dir, uid)
         for source, target in extras.ro_binds:
             mounts[str(Path(source).resolve())] = {"bind": target, "mode": "ro"}
+        for source, target in extras.rw_binds:
+            mounts[str(Path(source).resolve())] = {"bind": target, "mode": "rw"}
         create = _container_config(argv, env, limits, label, mounts, uid)
         return self.run_container(image or self.default_image, create, limits,
                                   should_stop=extras.should_stop, with_toolchain=True).result

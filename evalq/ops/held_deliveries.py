@@ -1,0 +1,60 @@
+"""Grading messages a dead grader took off the queue but never started.
+
+Redis hands a message to a consumer by moving it into kombu's `unacked` hash (indexed by
+delivery time in `unacked_index`); it comes back only when the visibility timeout runs out,
+which is set to about twice the longest trial. A grader claims its grading (a database lease)
+as the first thing it does with a message, so a grading message delivered longer than a lease
+ago whose attempt is still unclaimed was taken by a grader that died first: the grading sweep
+re-sends it now rather than after hours. The stale copy, restored at its timeout, finds the
+grading done or held and does nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Optional
+
+#: kombu's Redis transport defaults (evalq does not rename them)
+UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
+GRADE_TASK = "evalq.grade_trial"
+#: delivery tags read per sweep: a bounded look, oldest first
+MAX_LOOKED_AT = 2000
+
+
+def _grading_key(raw: bytes) -> Optional[tuple[str, int]]:
+    """(trial_id, attempt) of a filed [message, exchange, routing_key], if it is a grading."""
+    try:
+        message = json.loads(raw)[0]
+        if (message.get("headers") or {}).get("task") != GRADE_TASK:
+            return None
+        body = message["body"]
+        if (message.get("properties") or {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        payload = args[0]
+        return str(payload["trial_id"]), int(payload["attempt"])
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def held_gradings(broker_url: Optional[str], older_than: float) -> list[tuple[str, int]]:
+    """(trial_id, attempt) of grading messages delivered to some consumer more than
+    `older_than` seconds ago and not yet acknowledged; [] for other brokers or when away."""
+    if not broker_url or not broker_url.startswith(("redis://", "rediss://")):
+        return []
+    import redis
+
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        tags = client.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - older_than,
+                                    start=0, num=MAX_LOOKED_AT)
+        if not tags:
+            return []
+        keys = (_grading_key(raw) for raw in client.hmget(UNACKED, tags) if raw is not None)
+        return sorted({key for key in keys if key is not None})
+    except redis.RedisError:
+        return []
+    finally:
+        client.close()
