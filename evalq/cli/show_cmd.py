@@ -80,9 +80,13 @@ def _read(store, ref: Optional[str]) -> tuple[Optional[bytes], Optional[str]]:
 
 def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
     """What `show` prints, as plain data (its --json)."""
-    from evalq.analysis.agent_errors import agent_error
+    from evalq.analysis.agent_errors import agent_error, stderr_tail
 
     metrics = attempt.metrics or {}
+    tail = metrics.get("stderr_tail")
+    if tail is None and (attempt.artifacts or {}).get("stderr"):  # a run from before the tail
+        stored, _ = _read(store, attempt.artifacts["stderr"])  # was kept in its metrics
+        tail = stderr_tail(stored) if stored else None
     criteria = attempt.criteria or []
     failed = [c for c in criteria if isinstance(c, dict) and c.get("passed") is False]
     diff, diff_missing = _read(store, (attempt.artifacts or {}).get("diff"))
@@ -95,7 +99,7 @@ def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
         "exit_code": metrics.get("exit_code"), "model_calls": metrics.get("model_calls"),
         "stop_reason": metrics.get("stop_reason"),
         "agent_error": agent_error(metrics, attempt.outcome),
-        "stderr_tail": metrics.get("stderr_tail"),
+        "stderr_tail": tail,
         "checks": {"total": len(criteria), "failed": len(failed)},
         "failed_checks": [{"name": c.get("name"), "evidence": c.get("evidence") or ""}
                           for c in failed],

@@ -26,6 +26,11 @@ settings = { action = "patch", patch = """--- /dev/null
 +hello \u001b[2J\u001b]0;pwned\u0007 world
 +\u202e reversed
 """ }
+
+[[conditions]]
+name = "crash"
+agent = "command"
+settings = { argv = ["python3", "-c", "import sys; sys.stderr.write('boom ' + chr(27) + '[2J' + chr(0x202e) + ' tail' + chr(10)); sys.exit(2)"] }
 '''
 RAW = ("\x1b", "\x07", "\u202e")
 
@@ -106,6 +111,14 @@ def test_show_and_artifact_over_a_real_study(tmp_path, fixture_copies):
     status, printed = _on_a_terminal(["artifact", hostile, "workspace"], env)
     assert status == 2 and "-o" in printed and "\x1f\x8b" not in printed  # no gzip on a tty
     assert json.loads(run_cli(["show", hostile, "--json"], env).stdout)["diff"] == hostile_diff
+
+    # A crashed agent: its exit status and its stderr, the escapes in it made visible.
+    crash = next(t for t in rows if "/crash/" in t)
+    status, printed = _on_a_terminal(["show", crash], env)
+    assert status == 0, printed
+    assert "agent: exit status 2" in printed and "agent error: it exited with an error" in printed
+    assert "agent stderr (last lines):" in printed and "boom \\x1b[2J\\u202e tail" in printed
+    assert not any(ch in printed for ch in RAW), repr(printed)
 
     # Resubmitting says what it changes under the counting rule.
     timed = run_cli(["resubmit", "daily", "--outcome", "timed_out"], env)
