@@ -236,6 +236,10 @@ def clock_text(seconds: Optional[float]) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+def _secs(value: Optional[float]) -> str:
+    return "unavailable" if value is None else f"{value:.1f} s"
+
+
 def forecast_lines(fc: dict[str, Any]) -> list[str]:
     """The forecast in a few lines of prose for the terminal."""
     cost, wall = fc["cost_usd"], fc["wall_seconds"]
@@ -256,6 +260,13 @@ def forecast_lines(fc: dict[str, Any]) -> list[str]:
                      f"agent workers: {clock_text(wall['at_median'])} "
                      f"at the median run, {clock_text(wall['at_p90'])} at the 90th percentile "
                      f"({wall.get('method', 'waves × agent time')})")
+        phases = wall.get("phases") or {}
+        if "grading" in (wall.get("method") or ""):
+            lines.append("  per run, pilot medians: agent + grading "
+                         f"{_secs(wall['per_run']['median'])} (agent alone "
+                         f"{_secs((phases.get('agent') or {}).get('median'))}, grading alone "
+                         f"{_secs((phases.get('grading') or {}).get('median'))}); start-up "
+                         f"{_secs(wall.get('startup_seconds'))} (the shortest queue wait)")
         if wall["note"]:
             lines.append(f"  note: {wall['note']}")
     else:

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 from sqlalchemy import update
 
-from evalq.planning import forecast, load_pilot, run_distributions
+from evalq.planning import forecast, forecast_lines, load_pilot, run_distributions
 from evalq.results.store import AttemptRow
 
 from planning_pilots import insert_pilot, manifest
@@ -35,8 +35,10 @@ def phased_pilot(db):
 
 def test_wall_forecast_equals_a_hand_computation_from_the_phases(tmp_path):
     engine = phased_pilot(tmp_path / "db.sqlite")
-    wall = forecast(run_distributions(load_pilot(engine, "pilot")), trials=10,
-                    workers=3)["wall_seconds"]
+    fc = forecast(run_distributions(load_pilot(engine, "pilot")), trials=10, workers=3)
+    wall = fc["wall_seconds"]
+    assert ("  per run, pilot medians: agent + grading 30.0 s (agent alone 25.0 s, grading "
+            "alone 5.0 s); start-up 3.0 s (the shortest queue wait)") in forecast_lines(fc)
     # a run holds a slot for agent + grading: 12 24 36 48 -> median 30, p90 (linear, position
     # 2.7) 36 + 0.7 * 12 = 44.4; start-up is the shortest queue wait, 3; 10 runs on 3 slots
     # are 4 waves
