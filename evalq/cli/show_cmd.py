@@ -21,6 +21,9 @@ from evalq.urls import masked
 #: what `show` prints of the diff and of each failed check's evidence before pointing at the rest
 DIFF_LINES = 120
 EVIDENCE_CHARS = 300
+#: the longest line shown of a diff or of stderr, and the most of a diff --json carries
+LINE_CHARS = 400
+JSON_DIFF_CHARS = 256 * 1024
 #: artifacts that are bytes, not text: written only to a file or a pipe
 BINARY = frozenset({"workspace"})
 
@@ -103,7 +106,8 @@ def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
         "checks": {"total": len(criteria), "failed": len(failed)},
         "failed_checks": [{"name": c.get("name"), "evidence": c.get("evidence") or ""}
                           for c in failed],
-        "diff": None if diff is None else diff.decode("utf-8", "replace"),
+        "diff": None if diff is None else diff.decode("utf-8", "replace")[:JSON_DIFF_CHARS],
+        "diff_truncated": diff is not None and len(diff) > JSON_DIFF_CHARS,
         "diff_unavailable": diff_missing,
         "worker_host": attempt.worker_host,
         "times": {k: getattr(attempt, k) for k in ("enqueued_at", "started_at",
@@ -122,9 +126,20 @@ def _seconds(times: dict[str, Any], start: str, end: str) -> str:
     return "unavailable" if a is None or b is None else f"{b - a:.1f} s"
 
 
+def _lines(text: str) -> list[str]:
+    """Lines split at newlines only: a carriage return or form feed the agent wrote stays in
+    its line, to be shown as an escape."""
+    return text.rstrip("\n").split("\n") if text.strip("\n") else []
+
+
+def _bounded(line: str) -> str:
+    """One line of agent text for the terminal: escapes visible, at most LINE_CHARS long."""
+    return terminal_text(line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + "…")
+
+
 def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
     """The details as terminal lines; every text the agent could have written goes through
-    one_line or terminal_text."""
+    one_line or terminal_text, bounded."""
     safe = terminal_text
     others = [str(n) for n in d["attempts"] if n != d["attempt"]]
     counted = d["counted_attempt"]
@@ -157,14 +172,14 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
     if d["diff"] is None:
         lines.append(f"diff: unavailable ({d['diff_unavailable']})")
     else:
-        diff = d["diff"].splitlines()
+        diff = _lines(d["diff"])
         lines.append(f"diff: {len(diff)} lines" if diff else "diff: empty (no file changed)")
-        lines += ["  " + safe(line) for line in diff[:DIFF_LINES]]
+        lines += ["  " + _bounded(line) for line in diff[:DIFF_LINES]]
         if len(diff) > DIFF_LINES:
             lines.append(f"  … {len(diff) - DIFF_LINES} more lines: {fetch_hint} diff")
     if d["stderr_tail"]:
         lines.append("agent stderr (last lines):")
-        lines += ["  " + safe(line) for line in d["stderr_tail"].splitlines()]
+        lines += ["  " + _bounded(line) for line in _lines(d["stderr_tail"])]
     else:
         lines.append("agent stderr: empty or unavailable")
     if d["artifacts"]:

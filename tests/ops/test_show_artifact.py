@@ -191,3 +191,19 @@ def test_terminal_text_shows_every_control_character_and_keeps_lines():
     shown = terminal_text(hostile)
     assert shown == ("a\\x1b[31mred\\x0dover\\x9b2J\\x00\\x7f\tb\nc\\u202ed\\u2066e")
     assert terminal_text(None) == "" and terminal_text("plain\n") == "plain\n"
+
+
+def test_show_bounds_and_neutralises_agent_lines():
+    from evalq.cli.show_cmd import LINE_CHARS, detail_lines
+
+    details = {"trial": "s/t/c/r1", "study": "s", "task": "t", "condition": "c", "repetition": 1,
+               "attempt": 1, "attempts": [1], "counted_attempt": 1, "state": "done",
+               "outcome": "incorrect", "reason": "x\x1b[2Jy", "exit_code": 1, "model_calls": 0,
+               "stop_reason": None, "agent_error": "exited with an error before any model call",
+               "stderr_tail": "a\rb\n" + "z" * 10_000, "checks": {"total": 0, "failed": 0},
+               "failed_checks": [], "diff": "+q\x0cw\n", "diff_unavailable": None,
+               "worker_host": None, "times": {}, "artifacts": []}
+    lines = detail_lines(details, "evalq artifact s/t/c/r1")
+    assert not any(ch in line for line in lines for ch in "\x1b\r\x0c")
+    assert "  a\\x0db" in lines and "  +q\\x0cw" in lines
+    assert max(len(line) for line in lines) <= LINE_CHARS + 2
