@@ -149,10 +149,14 @@ def test_read_only_commands_create_no_sqlite_database(tmp_path):
 
 
 def test_read_only_commands_create_no_postgresql_schema(tmp_path, postgres_url):
-    env = {"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_DATABASE_URL": postgres_url}
+    # a password in the URL (the local server trusts, so it is not checked) is never shown
+    with_password = postgres_url.replace("postgres@", "postgres:s3cret-pw@", 1)
+    env = {"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_DATABASE_URL": with_password}
     for args in READ_ONLY:
-        assert "holds no evalq tables" in _one_line(run_cli(args, env, cwd=tmp_path))
-    engine = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg2://", 1))
+        line = _one_line(run_cli(args, env, cwd=tmp_path))
+        assert "holds no evalq tables" in line and "postgres:***@127.0.0.1" in line, line
+        assert "s3cret-pw" not in line
+    engine = create_engine(postgres_url)
     try:
         assert inspect(engine).get_table_names() == []
     finally:
