@@ -26,6 +26,7 @@ from typing import Callable
 
 from evalq.config import Settings
 from evalq.errors import InfrastructureError
+from evalq.proc import kill_group
 from evalq.queue.app import QUEUES
 from evalq.queue.outage import broker_errors
 
@@ -158,18 +159,33 @@ class LocalWorkers:
                 os.kill(proc.pid, signal.SIGTERM)  # warm shutdown: finish, then exit
         end = time.monotonic() + grace
         for proc in self.procs:
-            try:
-                proc.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            try:  # the group outlives its leader while any pool process is left
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if proc.returncode is not None:  # reaped before: its pid may name another group now
+                continue
+            _exited_or_deadline(proc, end)
+            kill_group(proc.pid)  # the group outlives its leader while a pool process is left
             proc.wait()
         if self.previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self.previous_sigterm)
             self.previous_sigterm = None
+
+
+def _exited_or_deadline(proc: subprocess.Popen, end: float) -> None:
+    """Wait until the worker has exited or `end` has passed, without reaping it: while it is
+    a zombie its pid, which is its process group's id, cannot be given to another process, so
+    the group can still be killed safely."""
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while time.monotonic() < end:
+        try:
+            text = stat.read_text()
+        except OSError:  # no /proc here (or already reaped): wait the usual way
+            try:
+                proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            return
+        if text[text.rindex(")") + 2:].startswith("Z"):
+            return
+        time.sleep(0.05)
 
 
 def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,
