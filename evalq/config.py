@@ -191,6 +191,18 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise _settings_error(exc) from None
+    except UserError as exc:  # a URL check names the variable: say so only if it was one
+        raise _named_where_set(exc) from None
+
+
+def _named_where_set(exc: UserError) -> UserError:
+    """A check's error about EVALQ_<NAME>, naming the file and key instead when the value
+    came from evalq.toml (the environment was not set)."""
+    name = next((n for n, env in ENV_KEYS.items() if env == exc.field), None)
+    if name is None or os.environ.get(exc.field or ""):
+        return exc
+    path, _ = config_path()
+    return UserError(exc.message, file=path, field=name, fix=exc.fix)
 
 
 def _settings_error(exc: ValidationError) -> UserError:

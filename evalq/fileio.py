@@ -96,6 +96,20 @@ def write_text_atomic(path: Path, text: str | Iterable[str]) -> None:
         raise
 
 
+def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+    """Bytes to `path`, atomically as write_text_atomic does (an artifact fetched to a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: Path, data: Any, *, sort_keys: bool = False) -> None:
     """Indented JSON with a final newline, written atomically (locks, reports)."""
     write_text_atomic(path, dumps(data, indent=2, sort_keys=sort_keys) + "\n")

@@ -63,3 +63,12 @@ def valid_text(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def terminal_text(text: Optional[str]) -> str:
+    """`text` safe to print on a terminal, its lines kept: every control or format character
+    but newline and tab (an escape sequence, a carriage return that overwrites the line, a
+    bidi override) shown as a visible escape such as \\x1b instead of acting."""
+    if not text:
+        return ""
+    return "".join(ch if ch in "\n\t\\" else _escape_char(ch) for ch in str(text))

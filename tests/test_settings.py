@@ -63,7 +63,9 @@ def test_settings_read_from_the_file_reach_their_users(clean):
     ("home = 5\n", "home", "valid path"),
     ("lease_seconds = -1\n", "lease_seconds", "greater than 0"),
     ("broken = \n", None, "cannot parse"),
-    ('database_url = "mysql://u@h/db"\n', None, "not supported"),
+    ('database_url = "mysql://u@h/db"\n', "database_url", "not supported"),
+    ('broker_url = "amqp://h"\n', "broker_url", "not supported"),
+    ('[sandbox_settings]\nx = 1\n', "sandbox_settings", "unknown setting"),
 ])
 def test_a_bad_file_is_one_line_naming_file_and_key(clean, content, field, hint):
     (clean / "evalq.toml").write_text(content)
@@ -73,6 +75,15 @@ def test_a_bad_file_is_one_line_naming_file_and_key(clean, content, field, hint)
     assert "\n" not in line and hint in line, line
     if field:
         assert f"field '{field}'" in line and "evalq.toml" in line, line
+
+
+def test_a_bad_url_from_the_environment_names_the_variable_not_the_file(clean, monkeypatch):
+    (clean / "evalq.toml").write_text('broker_url = "redis://h:6379/0"\n')
+    monkeypatch.setenv("EVALQ_BROKER_URL", "amqp://h")
+    with pytest.raises(UserError) as err:
+        load_settings()
+    line = err.value.one_line()
+    assert "field 'EVALQ_BROKER_URL'" in line and "evalq.toml" not in line, line
 
 
 def test_a_missing_named_config_file_is_refused(clean, monkeypatch):

@@ -18,6 +18,9 @@ from evalq.urls import mask_log_records
 #: name -> (module:attribute, short help shown by `evalq --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("evalq.cli.agents_cmd:agents", "Agent adapters on this machine."),
+    "artifact": ("evalq.cli.show_cmd:artifact",
+                 "Write one stored artifact of a trial: diff, stderr, stdout, transcript, "
+                 "workspace (.tar.gz), wire, metrics, final_report."),
     "blind": ("evalq.cli.analysis_cmd:blind",
               "Write blinded rater packets (condition labels stripped), a rubric, and apart, "
               "their key."),
@@ -41,10 +44,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "Grade stored final workspaces again without re-running the agent."),
     "report": ("evalq.cli.run_cmd:report", "Write the study's report from the results database."),
     "resubmit": ("evalq.cli.ops_cmd:resubmit",
-                 "Enqueue new attempts for failed trials; every earlier attempt stays a row "
-                 "(SPEC D3)."),
+                 "Enqueue new attempts for failed trials; every earlier attempt stays a "
+                 "row."),
     "run": ("evalq.cli.run_cmd:run",
             "Run a study: freeze, plan, enqueue, and (by default) wait and report."),
+    "show": ("evalq.cli.show_cmd:show",
+             "One trial: outcome and reason, failed checks, diff, the agent's exit status, "
+             "model calls and stderr, and its stored artifacts."),
     "status": ("evalq.cli.ops_cmd:status",
                "Planned trials by state, outcome and worker host, from the database (they add "
                "up)."),

@@ -10,7 +10,9 @@ import click
 
 from evalq.report.json_text import dumps
 from evalq.errors import UserError
-from evalq.cli.common import STUDY, engine_and_settings, study_id_of
+from evalq.urls import masked
+from evalq.cli.common import (STUDY, engine_and_settings, read_engine_and_settings,
+                              require_study, study_id_of)
 
 
 def _app(settings):
@@ -79,8 +81,8 @@ def status(study: str, as_json: bool, watch: bool, interval: float) -> None:
     from evalq.ops.status import AgentErrorsEvery, render, study_status, with_refusals
     from evalq.ops.status_watch import StatusWatch
 
-    engine, _ = engine_and_settings()
-    study_id = study_id_of(study)
+    engine, settings = read_engine_and_settings()
+    study_id = require_study(engine, settings, study_id_of(study))
     # once: SQL aggregates; watching: the first tick reads the study, later ones what changed
     tick = StatusWatch(engine, study_id).tick if watch else lambda: study_status(engine, study_id)
     agent_errors = AgentErrorsEvery(engine)  # a watch counts them every 30 s, not every tick
@@ -110,13 +112,14 @@ def studies(as_json: bool) -> None:
     """Studies in the results database with planned and finished trial counts."""
     from evalq.results.tallies import studies_overview
 
-    engine, _ = engine_and_settings()
+    engine, settings = read_engine_and_settings()
     rows = studies_overview(engine)
     if as_json:
         click.echo(dumps(rows, sort_keys=True))
         return
     if not rows:
-        click.echo("no studies yet: start one with `evalq run study.toml`")
+        click.echo(f"no studies yet in {masked(settings.database_url)}: start one with "
+                   "`evalq run study.toml`")
         return
     width = max(len(r["study"]) for r in rows)
     for r in rows:
@@ -127,13 +130,29 @@ def studies(as_json: bool) -> None:
                    f"{when} UTC" + (f"  ({', '.join(notes)})" if notes else ""))
 
 
+def resubmit_effect(outcome: str) -> str:
+    """What a resubmission changes in the results under the counting rule (the first valid
+    attempt counts, else the latest failure)."""
+    if outcome == "timed_out":
+        return ("a timed-out run is a valid result and stays counted: the new attempts are "
+                "extra rows reported beside it and replace nothing (only infrastructure and "
+                "grading failures are replaced by a re-run)")
+    return (f"each new attempt replaces its trial's {outcome} in the results once it ends "
+            "correct, incorrect or timed_out; the earlier attempt stays a row")
+
+
 @click.command()
 @click.argument("study", type=STUDY)
 @click.option("--outcome", required=True,
               type=click.Choice(["infrastructure_failure", "grading_failure", "timed_out"]),
               help="Resubmit trials whose latest attempt ended so.")
 def resubmit(study: str, outcome: str) -> None:
-    """Enqueue new attempts for failed trials; every earlier attempt stays a row (SPEC D3)."""
+    """Enqueue new attempts for failed trials; every earlier attempt stays a row.
+
+    What counts for a trial is its first valid attempt (correct, incorrect or timed_out), else
+    its latest failure. So a new attempt replaces an infrastructure or grading failure, but
+    never a timed-out run: a timeout is the agent's result and stays counted; the new attempt
+    is only reported beside it."""
     from evalq.ops.actions import resubmit as do_resubmit
 
     from evalq.results.store import attempts_of
@@ -144,6 +163,7 @@ def resubmit(study: str, outcome: str) -> None:
     summary = do_resubmit(_app(settings), engine, settings, study_id, outcome)
     click.echo(f"study {summary.study}: {summary.sent} trial(s) with outcome {outcome} "
                "resubmitted as new attempts")
+    click.echo(f"counting: {resubmit_effect(outcome)}")
     new = {(a.trial_id, a.attempt): -1 for a in attempts_of(engine, study_id)
            if (a.trial_id, a.attempt) not in before}
     _drain_embedded(settings, engine, study_id, new, "resubmitted attempts")

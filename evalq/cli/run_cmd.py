@@ -14,7 +14,8 @@ from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
 from evalq.report.transcripts import write_transcripts
 from evalq.report.write import write_reports
-from evalq.cli.common import STUDY, engine_and_settings, report_dir, study_id_of
+from evalq.cli.common import (STUDY, read_engine_and_settings, report_dir, require_study,
+                              study_id_of)
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
@@ -34,11 +35,16 @@ def echo_reports(paths: dict[str, Path]) -> None:
 
 @click.command()
 @click.argument("manifest", type=click.Path(dir_okay=False))
-@click.option("--resume", is_flag=True, help="Re-send every pending trial not in flight.")
+@click.option("--resume", is_flag=True,
+              help="Continue a study already started (stopped, cancelled or interrupted): "
+                   "lift its cancellation and send every trial without an outcome that no "
+                   "worker holds; finished trials are kept, none runs twice.")
 @click.option("--concurrency", default=2, show_default=True,
               help="Worker processes of the embedded default.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
-              help="With a broker: wait for the study to finish and write the report.")
+              help="With a broker: wait for the study to finish and write the report "
+                   "(--no-wait needs EVALQ_BROKER_URL: the embedded default's workers live "
+                   "inside `evalq run`).")
 @click.option("--yes", is_flag=True,
               help="Accept the forecast of a study above EVALQ_CONFIRM_ABOVE trials (200).")
 @click.option("--limit", type=int, default=None,
@@ -59,10 +65,17 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     """Run a study: freeze, plan, enqueue, and (by default) wait and report.
 
     With no EVALQ_BROKER_URL the whole study runs on this machine with no server.
+    A study stopped part-way (Ctrl-C, SIGTERM, `evalq cancel`, a lost machine) continues with
+    `evalq run MANIFEST --resume`.
     """
     from evalq.study.manifest import load_manifest
 
     settings = load_settings()
+    if not wait and settings.embedded:
+        raise UserError("--no-wait needs a broker: without EVALQ_BROKER_URL the study runs in "
+                        "workers that `evalq run` starts and stops itself", field="--no-wait",
+                        fix="drop --no-wait, or set EVALQ_BROKER_URL to a Redis whose "
+                            "`evalq worker` processes run the study")
     if check and not dry_run:
         raise UserError("--check starts each agent once before a launch; it goes with "
                         "--dry-run", field="--check", fix="run `evalq run MANIFEST --dry-run "
@@ -88,6 +101,9 @@ def run(manifest: str, resume: bool, concurrency: int, wait: bool, yes: bool,
     settings = settings_for_study(settings, study)  # visibility timeout covers the longest trial
     configure(app, settings)
     prepared = prepare_study(study, settings, limit, allow_dirty=allow_dirty)
+    from evalq.planning.wall_check import record_at_launch
+
+    record_at_launch(prepared, concurrency if settings.embedded else None)  # the report checks it
     waited = _launch_and_wait(app, prepared, settings, resume, concurrency, wait)
     if waited is None:
         return
@@ -130,6 +146,10 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
         return waited
     finally:
         if workers is not None:
+            if workers.terminated:  # its queued messages stay in the home's broker: no later
+                from evalq.results.store import set_cancelled  # run's workers may take them
+
+                set_cancelled(engine, study.id)  # (`--resume` lifts it)
             workers.stop()
 
 
@@ -249,8 +269,8 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
                    "reports' transcript pages go beside it, in transcripts/.")
 def report(study: str, fmt: str, out: str | None) -> None:
     """Write the study's report from the results database."""
-    engine, settings = engine_and_settings()
-    study_id = study_id_of(study)
+    engine, settings = read_engine_and_settings()
+    study_id = require_study(engine, settings, study_id_of(study))
     formats = ("json", "md", "html") if fmt == "all" else (fmt,)
     if out and fmt != "all" and not Path(out).is_dir():
         from evalq.report.write import write_one

@@ -22,7 +22,8 @@ class PilotRun:
     ``passed`` is None for a trial without a valid outcome (grading or infrastructure failure,
     or still pending); ``regression_free`` is None without a rater's regression score.
     ``cost_usd``/``duration_seconds`` hold one value per attempt, None where the attempt did
-    not report it.
+    not report it; ``queue_seconds`` and ``grading_seconds`` likewise, the attempt's wait for
+    an agent worker and from the agent's end to its grade (empty for a pilot given as rows).
     """
 
     task: str
@@ -32,6 +33,8 @@ class PilotRun:
     cost_usd: tuple[Optional[float], ...] = ()
     duration_seconds: tuple[Optional[float], ...] = ()
     regression_free: Optional[bool] = None
+    queue_seconds: tuple[Optional[float], ...] = ()
+    grading_seconds: tuple[Optional[float], ...] = ()
 
     @property
     def attempts(self) -> int:
@@ -69,7 +72,7 @@ class Pilot:
 
     @property
     def digest(self) -> str:
-        rows = sorted((asdict(r) for r in self.runs),
+        rows = sorted((_digested(r) for r in self.runs),
                       key=lambda r: (r["task"], r["condition"], r["repetition"]))
         return data_digest({"study_id": self.study_id, "lock_digest": self.lock_digest,
                             "runs": rows})
@@ -81,6 +84,16 @@ class Pilot:
                 "trials": len(self.runs),
                 "valid_trials": sum(1 for r in self.runs if r.passed is not None),
                 "attempts": sum(r.attempts for r in self.runs)}
+
+
+def _digested(run: PilotRun) -> dict[str, Any]:
+    """A run as its digest sees it: the phase times only when known, so a pilot that has none
+    keeps the digest it had before they were read."""
+    row = asdict(run)
+    for name in ("queue_seconds", "grading_seconds"):
+        if not row[name]:
+            del row[name]
+    return row
 
 
 def attempt_cost(metrics: Optional[dict]) -> Optional[float]:
@@ -112,13 +125,33 @@ def attempt_duration(attempt: Any) -> Optional[float]:
     return None
 
 
+def _between(attempt: Any, start: str, end: str) -> Optional[float]:
+    """Seconds from one recorded timestamp of the attempt to another; None if either is
+    missing or they run backwards."""
+    a, b = getattr(attempt, start, None), getattr(attempt, end, None)
+    return float(b - a) if a is not None and b is not None and b >= a else None
+
+
+def attempt_queue_wait(attempt: Any) -> Optional[float]:
+    """How long the attempt waited for an agent worker: enqueued to started (a worker's
+    start-up included, for the first ones)."""
+    return _between(attempt, "enqueued_at", "started_at")
+
+
+def attempt_grading(attempt: Any) -> Optional[float]:
+    """From the agent's end to the grade: the wait for a grader and the grading itself."""
+    return _between(attempt, "agent_finished_at", "graded_at")
+
+
 def pilot_run(view: Any, passed: Optional[bool], regression_free: Optional[bool] = None) -> PilotRun:
     """One pilot run from a TrialView-like object (fixture_id, condition, repetition, attempts)."""
     finished = [a for a in view.attempts if getattr(a, "outcome", None) is not None]
     return PilotRun(task=view.fixture_id, condition=view.condition, repetition=view.repetition,
                     passed=passed, regression_free=regression_free,
                     cost_usd=tuple(attempt_cost(a.metrics) for a in finished),
-                    duration_seconds=tuple(attempt_duration(a) for a in finished))
+                    duration_seconds=tuple(attempt_duration(a) for a in finished),
+                    queue_seconds=tuple(attempt_queue_wait(a) for a in finished),
+                    grading_seconds=tuple(attempt_grading(a) for a in finished))
 
 
 def pilot_from_views(study_id: str, views: Iterable[Any], lock_digest: Optional[str] = None) -> Pilot:

@@ -4,6 +4,11 @@ No server runs: messages are files under EVALQ_HOME/broker, results go to SQLite
 `evalq run` starts worker processes itself, waits until the database shows every planned
 trial finished, then stops them. A worker that dies is restarted and pending trials are
 re-sent; the database, not the queue, knows what is pending.
+
+The workers live no longer than the `evalq run` that started them: a SIGTERM to it stops them
+(and the trials they were running stay pending for `--resume`), and should it die without
+running its own cleanup (SIGKILL), each worker gets SIGTERM from the kernel. A worker left
+behind would otherwise serve the next study's messages from the same home.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +26,7 @@ from typing import Callable
 
 from evalq.config import Settings
 from evalq.errors import InfrastructureError
+from evalq.proc import kill_group
 from evalq.queue.app import QUEUES
 from evalq.queue.outage import broker_errors
 
@@ -29,6 +36,35 @@ WORKER_START_TIMEOUT = 60
 #: a worker that exits this soon after starting, this many times in a row, is broken
 QUICK_DEATH_SECONDS = 20.0
 QUICK_DEATHS = 5
+#: after a SIGTERM to `evalq run`: how long its workers may take to stop before SIGKILL
+TERMINATE_GRACE_SECONDS = 5.0
+#: exit status of an `evalq run` ended by SIGTERM (the shell's 128 + signal number)
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
+class Terminated(SystemExit):
+    """SIGTERM reached the process running local workers: unwinds it through its `finally`
+    blocks (which stop the workers) and exits with SIGTERM_EXIT."""
+
+
+def _parent_death_signal():
+    """A preexec function that has the kernel send SIGTERM to the child when its parent
+    dies (Linux prctl PR_SET_PDEATHSIG), or None where that is unavailable. The libc
+    function is looked up here, before any fork."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call: nobody would signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 @dataclass
@@ -40,13 +76,27 @@ class LocalWorkers:
     quick_deaths: int = 0
     #: the workers' log level; bench/ asks for INFO to read Celery's "ready." line
     loglevel: str = "WARNING"
+    #: the SIGTERM handler before start() installed its own (None: none was installed)
+    previous_sigterm: object = None
+    terminated: bool = False
 
     @classmethod
     def start(cls, settings: Settings, concurrency: int = 2,
               loglevel: str = "WARNING") -> "LocalWorkers":
+        """Start the workers; from now until stop(), SIGTERM to this process raises
+        Terminated (in the main thread only: signal handlers live there)."""
         workers = cls(settings=settings, concurrency=concurrency, procs=[], loglevel=loglevel)
+        if threading.current_thread() is threading.main_thread():
+            workers.previous_sigterm = signal.signal(signal.SIGTERM, workers._on_sigterm)
         workers.procs.append(workers._spawn(0))
         return workers
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.terminated = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut stop() short
+        os.write(2, b"evalq: SIGTERM: stopping the local workers; trials they were running "
+                    b"stay pending (`evalq run MANIFEST --resume` continues the study)\n")
+        raise Terminated(SIGTERM_EXIT)
 
     def _spawn(self, index: int) -> subprocess.Popen:
         env = dict(os.environ)
@@ -63,7 +113,8 @@ class LocalWorkers:
         # the package); cwd is the home, which evalq owns
         return subprocess.Popen([argv[0], "-P", *argv[1:]], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=str(self.settings.home))
+                                cwd=str(self.settings.home),
+                                preexec_fn=_parent_death_signal())
 
     def check(self) -> bool:
         """Restart any worker that exited; True when one had to be restarted.
@@ -97,16 +148,44 @@ class LocalWorkers:
         return lines[-1][:300] if lines else "empty log"
 
     def stop(self, grace: float = 15.0) -> None:
+        """Warm shutdown (each worker finishes what it runs), then SIGKILL to each worker's
+        whole process group once `grace` is over (TERMINATE_GRACE_SECONDS after a SIGTERM):
+        its pool processes too, whatever state they are in. Puts back the SIGTERM handler
+        start() replaced."""
+        if self.terminated:
+            grace = min(grace, TERMINATE_GRACE_SECONDS)
         for proc in self.procs:
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGTERM)  # warm shutdown: finish, then exit
         end = time.monotonic() + grace
         for proc in self.procs:
+            if proc.returncode is not None:  # reaped before: its pid may name another group now
+                continue
+            _exited_or_deadline(proc, end)
+            kill_group(proc.pid)  # the group outlives its leader while a pool process is left
+            proc.wait()
+        if self.previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self.previous_sigterm)
+            self.previous_sigterm = None
+
+
+def _exited_or_deadline(proc: subprocess.Popen, end: float) -> None:
+    """Wait until the worker has exited or `end` has passed, without reaping it: while it is
+    a zombie its pid, which is its process group's id, cannot be given to another process, so
+    the group can still be killed safely."""
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while time.monotonic() < end:
+        try:
+            text = stat.read_text()
+        except OSError:  # no /proc here (or already reaped): wait the usual way
             try:
                 proc.wait(max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                pass
+            return
+        if text[text.rindex(")") + 2:].startswith("Z"):
+            return
+        time.sleep(0.05)
 
 
 def wait_for_study(count_finished: Callable[[], tuple[int, int]], on_progress,

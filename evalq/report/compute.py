@@ -27,6 +27,7 @@ from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inpu
 from evalq.analysis.rater_reliability import reliability as reliability_block
 from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
 from evalq.results.store import first_started_at
+from evalq.planning.wall_check import wall_time_check
 from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
@@ -298,6 +299,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         with shared_groupings(), shared_resamples():
             report = _report(study, runs, n_resamples, first_run_at)
         report["overview"] = overview_block(engine, study, runs)
+        report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
         return report
 
 
