@@ -73,7 +73,7 @@ def _provenance(report: dict[str, Any]) -> list[str]:
              + (f"**{inert(describe_environments(report['worker_environments']), 400, False)}**"
                 if report.get("worker_environments") else "all attempts ran in one environment"),
              f"- agent sandbox: {_sealed(report.get('agent_sandbox'))}",
-             f"- wall time against its forecast: {describe_wall_time(report.get('wall_time'))}",
+             f"- wall time: {describe_wall_time(report.get('wall_time'))}",
              f"- pinned models: {_pinning(report.get('model_pinning'))}"]
     boot = report["inference"]["bootstrap"]
     lines.append(f"- intervals: 95% {boot['method']} bootstrap over tasks, "
