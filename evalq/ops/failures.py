@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from evalq.analysis.agent_errors import AgentErrorCount
 from evalq.plaintext import one_line
 from evalq.results.store import AttemptRow
 
@@ -34,9 +35,17 @@ def reason_lines(reasons: list[tuple[str, str, int]], indent: str = "  ") -> lis
 def run_summary(report: dict, reasons: list[tuple[str, str, int]]) -> list[str]:
     """One screen after a study: outcomes per condition, the commonest failure reasons."""
     lines = [f"study {report['study']['id']}: outcomes per condition"]
+    errors = report.get("agent_errors") or {}
     for name, condition in report["conditions"].items():
         shown = ", ".join(f"{k} {v}" for k, v in condition["outcomes"].items() if v) or "none"
-        lines.append(f"  {name}: {shown}")
+        broken = (errors.get(name) or {}).get("errors")
+        lines.append(f"  {name}: {shown}" + (f" ({broken} agent error(s): `evalq status "
+                                             f"{report['study']['id']}` lists them)"
+                                             if broken else ""))
+    for name, count in errors.items():
+        warning = AgentErrorCount(name, **count).warning()
+        if warning:
+            lines.append(f"warning: {warning}; the claims are {report['claims']['status']}")
     if reasons:
         lines.append("most common failure reasons:")
         lines += reason_lines(reasons)

@@ -140,3 +140,21 @@ def test_a_transcript_page_says_how_the_run_ended():
     bare = render_transcript("t1", None, run_summary(Attempt, None))
     assert "exit status: unavailable" in bare and "model calls: unavailable" in bare
     assert "agent error" not in bare and "no diff" in bare
+
+
+def test_the_run_summary_names_a_condition_of_agent_errors():
+    """What `evalq run` prints last: the broken condition's errors beside its outcomes, and
+    the warning that weakens the claims."""
+    from evalq.ops.failures import run_summary
+
+    report = {"study": {"id": "s"}, "claims": {"status": "exploratory", "reasons": []},
+              "conditions": {"v1": {"outcomes": {"correct": 3}},
+                             "v2": {"outcomes": {"incorrect": 3}}},
+              "agent_errors": {"v1": {"runs": 3, "errors": 0, "by_kind": {}},
+                               "v2": {"runs": 3, "errors": 3,
+                                      "by_kind": {"exited with an error": 3}}}}
+    lines = run_summary(report, [])
+    assert lines[1] == "  v1: correct 3"
+    assert lines[2] == "  v2: incorrect 3 (3 agent error(s): `evalq status s` lists them)"
+    assert lines[3] == "warning: condition v2: 3/3 runs exited with an error; the claims are " \
+                       "exploratory"
