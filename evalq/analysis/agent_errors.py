@@ -115,3 +115,22 @@ def count_by_condition(rows: Iterable[Mapping[str, Any]],
             counts.setdefault(row["condition"], AgentErrorCount(row["condition"]))
         count.add(agent_error(row.get("metrics"), row.get("outcome")), row.get("n", 1))
     return counts
+
+
+def count_runs(runs: Iterable[Any], names: Iterable[str] = ()
+               ) -> tuple[dict[str, AgentErrorCount], dict[str, str]]:
+    """Per condition, the agent errors among analysis runs (evalq.analysis.runs.Run), each
+    run classified once; and each agent-error run's kind by trial id. `names` are listed
+    even with no run."""
+    counts = {name: AgentErrorCount(name) for name in names}
+    kinds: dict[str, str] = {}
+    for run in runs:
+        if run.outcome in NOT_COUNTED:
+            continue
+        kind = agent_error(run.counted_metrics, run.outcome)
+        count = counts.get(run.condition) or \
+            counts.setdefault(run.condition, AgentErrorCount(run.condition))
+        count.add(kind)
+        if kind is not None:
+            kinds[run.view.trial_id] = kind
+    return counts, kinds

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalq.errors import UserError
+from evalq.analysis.agent_errors import AgentErrorCount, count_runs
 from evalq.stats.bootstrap import DEFAULT_RESAMPLES
 from evalq.analysis.compare import Pair, compare_pairs
 from evalq.analysis.condition_metrics import condition_metrics
@@ -68,9 +69,21 @@ def compare_studies(engine, baseline: str, candidate: str, *,
     comp = compare_pairs([pair], k, tests=tests, seed=seed, n_resamples=n_resamples)[0]
     comp.update(compatible=True, incompatible_fields=[],
                 pinned={"baseline": b_pin, "candidate": c_pin})
+    errors = {label: _agent_errors(label, runs)
+              for label, runs in ((baseline, b_runs), (candidate, c_runs))}
     return {"baseline": baseline, "candidate": candidate, "k": k, "tests": tests,
+            "agent_errors": {label: count.as_dict() for label, count in errors.items()},
+            "warnings": [w for w in (count.warning() for count in errors.values()) if w],
             "conditions": {baseline: condition_metrics(b_runs, k, seed=seed,
                                                        n_resamples=n_resamples),
                            candidate: condition_metrics(c_runs, k, seed=seed,
                                                         n_resamples=n_resamples)},
             "comparison": comp}
+
+
+def _agent_errors(label: str, runs) -> AgentErrorCount:
+    """One side's agent errors, named by its side (STUDY:CONDITION)."""
+    counts, _ = count_runs(runs)  # a side is one condition
+    count = next(iter(counts.values()), None) or AgentErrorCount(label)
+    count.condition = label
+    return count

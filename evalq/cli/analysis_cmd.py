@@ -43,6 +43,8 @@ def compare(baseline: str, candidate: str, out: tuple[str, ...]) -> None:
     click.echo(f"{candidate} - {baseline}: pinned inputs compatible; k={result['k']}")
     for role, name in (("baseline", baseline), ("candidate", candidate)):
         click.echo(f"  {role:9} {name}: {describe_side(comp['pinned'][role])}")
+    for warning in result.get("warnings") or []:
+        click.echo(f"  warning: {warning}: that side measured a broken agent, not a weak one")
     for metric, m in comp["metrics"].items():
         line = (f"  {label(metric, m.get('k')):8} delta "
                 f"{fmt.with_reason(fmt.signed(m['delta']), m['reason'])}"

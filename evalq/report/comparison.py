@@ -53,6 +53,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     lines.append(f"- pinned inputs: compatible; k = {result['k']}; "
                  + ("two-sided paired permutation test" if tests else
                     "uncertainty only (95% CIs): a side is in commit-comparison mode"))
+    lines += [f"- **warning**: {inert(w, 300, False)}: that side measured a broken agent, "
+              "not a weak one" for w in result.get("warnings") or []]
     lines += ["", "## Metrics per side (estimate [95% CI])", ""]
     lines += metrics_table({name: {"metrics": m} for name, m in result["conditions"].items()})
     lines += ["## Paired comparison (candidate - baseline, per-task differences)", ""]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
-from evalq.analysis.agent_errors import NOT_COUNTED, AgentErrorCount, agent_error, last_line
+from evalq.analysis.agent_errors import count_runs, last_line
 from evalq.analysis.pinning import pinning_block, pinning_reasons
 from evalq.analysis.usage import FROM_WIRE, usage_source
 from evalq.ops.failures import FAILURES
@@ -241,18 +241,8 @@ def _agent_errors(runs: list[Run], names: list[str]
                   ) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     """Per condition: its finished runs, how many were agent errors, by kind; the warnings
     for conditions that mostly measured a broken agent (they make claims exploratory); and
-    each agent-error run's kind by trial. Each run is classified once (100,000 in a report)."""
-    counts = {name: AgentErrorCount(name) for name in names}
-    kinds: dict[str, str] = {}
-    for run in runs:
-        if run.outcome in NOT_COUNTED:
-            continue
-        kind = agent_error(run.counted_metrics, run.outcome)
-        count = counts.get(run.condition) or \
-            counts.setdefault(run.condition, AgentErrorCount(run.condition))
-        count.add(kind)
-        if kind is not None:
-            kinds[run.view.trial_id] = kind
+    each agent-error run's kind by trial."""
+    counts, kinds = count_runs(runs, names)
     warnings = [w for w in (c.warning() for c in counts.values()) if w]
     return {name: c.as_dict() for name, c in counts.items()}, warnings, kinds
 

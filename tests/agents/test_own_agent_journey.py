@@ -216,6 +216,9 @@ def test_compare_accepts_the_pair_and_names_the_commits(journey):
     digests = journey["lock"]["agent_sources"]
     assert f"commit {commits['v1']} (v1), agent source {digests['v1']['digest']}" in proc.stdout
     assert f"commit {commits['v2']} (v2), agent source {digests['v2']['digest']}" in proc.stdout
+    # the broken side is named as such, not read as a weak agent
+    assert f"warning: condition {study}:v2: 2/2 runs {ERROR_EXIT}" in proc.stdout, proc.stdout
+    assert f"condition {study}:v1" not in proc.stdout
 
 
 def test_check_goes_with_dry_run(tmp_path):
