@@ -35,7 +35,9 @@ from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_re
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.report.attempts import VALID, TrialView
 
-SCHEMA_VERSION = "2.1"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs
+SCHEMA_VERSION = "2.2"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
+# 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
+# stderr_last_line in runs
 COMMIT_COMPARISON = "commit-comparison"
 
 
