@@ -195,17 +195,26 @@ class AgentAdapter(ABC):
         `run`), or, unsealed, the condition's `base_url`."""
         return ctx.model_url
 
+    def known_provider(self, ctx: AgentContext) -> Any:
+        """The gateway's upstream (url, auth, api) of a provider the run's model id names, for
+        agents that route by it (`openai/gpt-5`); None: the agent's own defaults apply."""
+        return None
+
     def upstream_url(self, ctx: AgentContext) -> Optional[str]:
-        """The provider endpoint behind the door: the condition's base_url, else the agent's."""
-        return ctx.settings.get("base_url") or self.default_base_url
+        """The provider endpoint behind the door: the condition's base_url, else the one the
+        model id names, else the agent's."""
+        known = self.known_provider(ctx)
+        return ctx.settings.get("base_url") or (known.url if known else self.default_base_url)
 
     def door_auth(self, ctx: AgentContext) -> str:
         """How the gateway sends the real key upstream for this run."""
-        return self.wire_auth
+        known = self.known_provider(ctx)
+        return known.auth if known else self.wire_auth
 
     def door_api(self, ctx: AgentContext) -> str:
         """The provider API whose model calls this run's door allows."""
-        return self.wire_api
+        known = self.known_provider(ctx)
+        return known.api if known else self.wire_api
 
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         names = ctx.settings.get("credential_env")

@@ -54,6 +54,9 @@ class MiniSweAgent(AgentAdapter):
     name = "mini-swe-agent"
     executable = "mini"
     description = "mini-swe-agent (PyPI mini-swe-agent), bash-only agent via litellm"
+    #: litellm speaks Anthropic's API to anthropic/ models (known_provider), OpenAI chat to
+    #: the rest
+    wire_api = "openai"
     quiet_env = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
                  "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
                  "MSWEA_COST_TRACKING": "ignore_errors", "HF_HUB_OFFLINE": "1",
@@ -78,19 +81,6 @@ class MiniSweAgent(AgentAdapter):
         """The gateway's upstream of the provider the litellm model id names, else None."""
         return PROVIDERS.get((ctx.model or "").split("/")[0]) if "/" in (ctx.model or "") \
             else None
-
-    def upstream_url(self, ctx: AgentContext) -> Optional[str]:
-        known = self.known_provider(ctx)
-        return ctx.settings.get("base_url") or (known.url if known else None)
-
-    def door_auth(self, ctx: AgentContext) -> str:
-        known = self.known_provider(ctx)
-        return known.auth if known else self.wire_auth
-
-    def door_api(self, ctx: AgentContext) -> str:
-        """litellm speaks Anthropic's API to anthropic/ models, OpenAI chat to the rest."""
-        known = self.known_provider(ctx)
-        return known.api if known else "openai"
 
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         if ctx.settings.get("credential_env") is not None:

@@ -50,6 +50,7 @@ class OpenCode(AgentAdapter):
     description = "opencode (npm opencode-ai), `opencode run --format json`"
     credential_env = ("OPENAI_API_KEY",)
     default_base_url = "https://api.openai.com/v1"
+    wire_api = "openai"  # a custom provider's SDK speaks OpenAI's API (settings.api)
     quiet_env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
                  "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
                  "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
@@ -75,18 +76,6 @@ class OpenCode(AgentAdapter):
         """The gateway's upstream of a built-in provider the model names, else None."""
         name = self.provider_name(ctx)
         return PROVIDERS.get(name) if name in BUILT_IN else None
-
-    def upstream_url(self, ctx: AgentContext) -> Optional[str]:
-        known = self.known_provider(ctx)
-        return ctx.settings.get("base_url") or (known.url if known else self.default_base_url)
-
-    def door_auth(self, ctx: AgentContext) -> str:
-        known = self.known_provider(ctx)
-        return known.auth if known else self.wire_auth
-
-    def door_api(self, ctx: AgentContext) -> str:
-        known = self.known_provider(ctx)
-        return known.api if known else "openai"
 
     def credential_names(self, ctx: AgentContext) -> tuple[str, ...]:
         known = self.known_provider(ctx)
