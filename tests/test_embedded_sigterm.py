@@ -4,11 +4,14 @@ that uses the same home."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from conftest import run_cli, start_cli, write_study
 
@@ -67,27 +70,36 @@ def _running(db: Path) -> int:
         return 0
 
 
-def test_sigterm_stops_the_local_workers_and_they_run_no_later_study(tmp_path,
-                                                                        fixture_copies):
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_sigterm_stops_the_local_workers_and_they_run_no_later_study(tmp_path, fixture_copies,
+                                                                        how):
+    """SIGTERM to `evalq run`, or Ctrl-C (SIGINT to its whole foreground process group, as a
+    terminal sends it)."""
     home = tmp_path / "home"
     env = {"EVALQ_HOME": str(home)}
     slow = write_study(tmp_path / "slow", fixture_copies, study_id="slow", repetitions=2,
                        pause=60, wall=300)
     run = start_cli(["run", str(slow), "--concurrency", "2"], env, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True)
+                    stderr=subprocess.PIPE, text=True, start_new_session=(how == "ctrl-c"))
     try:
         _until(lambda: _running(home / "evalq.db") >= 1, 180, "a trial is running", run)
         # the worker, its two pool processes and the running agent's sandbox at least
         started = _until(lambda: (lambda tree: tree if len(tree) >= 4 else None)(
             _descendants(run.pid)), 60, "the worker, its pool and an agent are up", run)
-        run.send_signal(signal.SIGTERM)
+        if how == "sigterm":
+            run.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(run.pid, signal.SIGINT)
         out, err = run.communicate(timeout=120)
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert run.returncode == 128 + signal.SIGTERM, (run.returncode, err)
-    assert "SIGTERM" in err and "--resume" in err, err
+    if how == "sigterm":
+        assert run.returncode == 128 + signal.SIGTERM, (run.returncode, err)
+        assert "SIGTERM" in err and "--resume" in err, err
+    else:
+        assert run.returncode != 0, (run.returncode, err)
     _until(lambda: not _alive(started), 30,
            f"every process evalq run started is gone (left: {_alive(started)})")
 

@@ -124,6 +124,7 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
     mode = ("embedded (no server)" if settings.embedded
             else f"broker {masked(settings.broker_url)}")
     workers = LocalWorkers.start(settings, concurrency) if settings.embedded else None
+    interrupted = False
     try:
         summary = launch_study(app, prepared, resume)
         click.echo(f"study {study.id}: {summary.planned} trials planned, {summary.sent} sent, "
@@ -144,12 +145,17 @@ def _launch_and_wait(app, prepared, settings, resume: bool, concurrency: int,
                                 stop_when=_cancelled_and_quiet(engine, study.id))
         progress.close()
         return waited
+    except KeyboardInterrupt:  # Ctrl-C: stopped like SIGTERM
+        interrupted = True
+        raise
     finally:
         if workers is not None:
-            if workers.terminated:  # its queued messages stay in the home's broker: no later
-                from evalq.results.store import set_cancelled  # run's workers may take them
+            # its queued messages stay in the home's broker: no later run's workers may take
+            # them (`--resume` lifts the cancellation)
+            if workers.terminated or interrupted:
+                from evalq.results.store import set_cancelled
 
-                set_cancelled(engine, study.id)  # (`--resume` lifts it)
+                set_cancelled(engine, study.id)
             workers.stop()
 
 
