@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from sqlalchemy import (JSON, Column, Index, Text, UniqueConstraint, bindparam, cast, event, func,
-                        or_, update)
+                        or_, text, update)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -182,7 +182,7 @@ def init_db(url: str) -> Engine:
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
-        SQLModel.metadata.create_all(engine)
+        _create_tables(engine)
         with _CHECKING:  # trial threads start together; one checks, the others wait for it
             if url not in _CHECKED:
                 add_missing(engine, SQLModel.metadata)
@@ -192,6 +192,22 @@ def init_db(url: str) -> Engine:
         raise UserError(f"cannot open the results database: {first}", field="EVALQ_DATABASE_URL",
                         fix="check the URL and that the server is running") from None
     return engine
+
+
+#: the PostgreSQL advisory lock taken while evalq creates its tables ("evalq" in ASCII)
+SCHEMA_LOCK = 0x6576616C71
+
+
+def _create_tables(engine: Engine) -> None:
+    """The tables, created where missing. On PostgreSQL under an advisory lock: a launcher and
+    its workers starting together on a new database would otherwise race in CREATE TABLE, and
+    all but one fail on the catalog's unique index (pg_type_typname_nsp_index)."""
+    if engine.dialect.name != "postgresql":
+        SQLModel.metadata.create_all(engine)
+        return
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+        SQLModel.metadata.create_all(conn)
 
 
 def ready_engine(url: str) -> Engine:
