@@ -225,7 +225,7 @@ class StudyManifest(Strict):
 
 # ---------------------------------------------------------------- runs
 class RunMetrics(Strict):
-    """What one run cost and did. Every field is None when the agent did not report it (SPEC R5)."""
+    """What one run cost and did. Every field is None when the agent did not report it."""
 
     input_tokens: Optional[int] = None
     output_tokens: Optional[int] = None

@@ -1,4 +1,4 @@
-"""Cost from a versioned price table; the table's id and date go on every run (SPEC R5).
+"""Cost from a versioned price table; the table's id and date go on every run.
 
 Tokens follow evalq's convention: input_tokens excludes cache reads and writes, which are
 priced on their own. A count the agent did not report (None) is only harmless when its price

@@ -377,8 +377,8 @@ def run_table(rows: list[dict[str, Any]], links: dict[str, str] | None = None,
 
 def _runs(report: dict[str, Any], links: dict[str, str] | None = None,
           full_rows: str | None = None) -> list[str]:
-    """Per-run metrics (SPEC R5), with reported prompt tokens and estimated context apart;
-    columns no run has data for are left out here and named (every column is in report.json,
+    """Per-run metrics, with reported prompt tokens and estimated context apart; columns no
+    run has data for are left out here and named (every column is in report.json,
     linked as `full_rows` when it is written beside this report)."""
     rows = report.get("trial_rows") or []
     where = f"[report.json]({full_rows})" if full_rows else "report.json"

@@ -1,4 +1,4 @@
-"""The run's diff against the fixture's initial workspace, as a unified diff (SPEC R4).
+"""The run's diff against the fixture's initial workspace, as a unified diff.
 
 The agent's tree is hostile data: its names are shown escaped (a byte that is not UTF-8, a
 newline or an escape sequence in a name would otherwise break the text or the diff's own

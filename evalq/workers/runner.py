@@ -270,7 +270,7 @@ def stored_run(store, fixture, profile, result) -> tuple[dict, str | None]:
 
 
 def _store_artifacts(store, fixture, profile, result, workspace: bool = True) -> dict:
-    """Final workspace, diff, transcript, report and output streams (SPEC R4), by reference;
+    """Final workspace, diff, transcript, report and output streams, by reference;
     without the workspace and its diff for one over the size limit."""
     refs = {}
     if workspace:

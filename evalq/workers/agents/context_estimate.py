@@ -1,6 +1,6 @@
 """Estimated context size per request, from the messages an agent's own trajectory says it sent.
 
-Kept apart from the reported prompt tokens (SPEC R5): this is an estimate, made the same way
+Kept apart from the reported prompt tokens: this is an estimate, made the same way
 for every agent that records its messages: characters of message text and tool-call
 arguments, divided by CHARS_PER_TOKEN, rounded up. Tool definitions and provider-side system
 text are not in a trajectory and are not counted. Agents whose output does not carry the
