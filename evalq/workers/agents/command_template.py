@@ -23,7 +23,7 @@ from evalq.proc import ProcResult
 from evalq.safe_read import read_left
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
 from evalq.workers.agents.locate import find_executable
-from evalq.workers.agents.numbers import cost_or_reason, count_or_reason
+from evalq.workers.agents.numbers import cost_or_reason, set_counts
 from evalq.workers.sandbox.paths import install_paths
 from evalq.workers.agents.trajectory import Step, build, encode
 
@@ -125,12 +125,7 @@ class CommandTemplate(AgentAdapter):
 def _usage_numbers(usage: dict[str, Any], metrics: RunMetrics) -> dict[str, str]:
     """Set the counts and cost usage.json gives; returns why each one it gives is not kept
     (NaN, negative, huge, not a number)."""
-    reasons = {}
-    for key in COUNTS:
-        value, why = count_or_reason(usage.get(key))
-        setattr(metrics, key, value)
-        if why:
-            reasons[key] = f"usage.json's value is {why}"
+    reasons = set_counts(metrics, usage, COUNTS, "usage.json's value")
     metrics.reported_cost_usd, why = cost_or_reason(usage.get("cost_usd"))
     if why:
         reasons["reported_cost_usd"] = f"usage.json's cost_usd is {why}"

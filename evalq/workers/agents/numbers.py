@@ -78,6 +78,18 @@ def cost_or_reason(value: Any) -> tuple[Optional[float], Optional[str]]:
     return value, None
 
 
+def set_counts(metrics: RunMetrics, usage: dict, keys, source: str) -> dict[str, str]:
+    """Set each count of `keys` that `usage` gives on `metrics` (None where it is no count);
+    returns why each one given is not kept, as "SOURCE is WHY"."""
+    reasons = {}
+    for key in keys:
+        value, why = count_or_reason(usage.get(key))
+        setattr(metrics, key, value)
+        if why:
+            reasons[key] = f"{source} is {why}"
+    return reasons
+
+
 def count(value: Any) -> Optional[int]:
     """The count, or None for anything that is not one."""
     return count_or_reason(value)[0]

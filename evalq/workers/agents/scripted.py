@@ -30,7 +30,7 @@ from evalq.errors import InfrastructureError
 from evalq.models import RunMetrics
 from evalq.proc import ProcResult
 from evalq.workers.agents.base import AgentAdapter, AgentContext, AgentResult
-from evalq.workers.agents.numbers import cost_or_reason, count_or_reason
+from evalq.workers.agents.numbers import cost_or_reason, set_counts
 from evalq.workers.agents.streams import jsonl_events
 from evalq.workers.sandbox.paths import evalq_python_paths
 from evalq.workers.agents.trajectory import Step, build, encode, skill_loaded
@@ -89,12 +89,7 @@ class ScriptedAgent(AgentAdapter):
         final = next((e for e in reversed(events) if e.get("type") == "result"), {})
         usage = final.get("usage") if isinstance(final.get("usage"), dict) else {}
         metrics = RunMetrics()
-        reasons = {}
-        for key in USAGE_KEYS:
-            value, why = count_or_reason(usage.get(key))
-            setattr(metrics, key, value)
-            if why:
-                reasons[key] = f"the reported value is {why}"
+        reasons = set_counts(metrics, usage, USAGE_KEYS, "the reported value")
         trajectory = build(self.name, None, ctx.model, _steps(ctx.prompt, events),
                            usage_scope="turn")
         # Activation as the trace shows it: a skill call, or none although one was installed.
