@@ -67,16 +67,21 @@ def condition_table(report: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def effect_with_ci(m: dict[str, Any]) -> str:
+    """A compared metric's difference in bold (or unavailable, with why) and its 95% CI."""
+    effect = (f"**{fmt.signed(m['delta'])}**" if m["delta"] is not None else
+              fmt.with_reason(fmt.UNAVAILABLE, inert(m.get("reason"), 200, False)))
+    return f"{effect}, 95% CI {fmt.interval(m['ci_low'], m['ci_high'], True)}"
+
+
 def _result(comp: dict[str, Any], metric: str, m: dict[str, Any], tests: bool,
             several_tracks: bool) -> str:
     pair = f"{inert(comp['candidate'], 80, False)} - {inert(comp['baseline'], 80, False)}"
     ids = ", ".join(inert(h.get("id"), 40, False) for h in comp.get("hypotheses") or []
                     if h.get("metric") == metric)
     track = f" (track {inert(comp.get('track'), 60, False)})" if several_tracks else ""
-    effect = (f"**{fmt.signed(m['delta'])}**" if m["delta"] is not None else
-              fmt.with_reason(fmt.UNAVAILABLE, inert(m.get("reason"), 200, False)))
-    text = (f"{ids + ': ' if ids else ''}{label(metric, m.get('k'))} {pair}{track}: "
-            f"{effect}, 95% CI {fmt.interval(m['ci_low'], m['ci_high'], True)}")
+    text = f"{ids + ': ' if ids else ''}{label(metric, m.get('k'))} {pair}{track}: " \
+        + effect_with_ci(m)
     if tests:
         text += f", p {fmt.number(m['p_value'], 4)}, Holm-adjusted p {fmt.number(m['p_holm'], 4)}"
     return text + f" ({m['n_tasks']} paired tasks)"

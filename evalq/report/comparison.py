@@ -10,6 +10,7 @@ from evalq.fileio import write_text_atomic
 
 from evalq.analysis.condition_metrics import LABELS
 from evalq.report import fmt
+from evalq.report.answer import effect_with_ci
 from evalq.report.charts import forest_plot
 from evalq.report.definitions import DEFINITIONS
 from evalq.report.html import markdown_to_html, page
@@ -43,10 +44,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     for metric, m in comp["metrics"].items():
         if not m["primary"]:
             continue
-        effect = (f"**{fmt.signed(m['delta'])}**" if m["delta"] is not None else
-                  fmt.with_reason(fmt.UNAVAILABLE, inert(m.get("reason"), 200, False)))
-        line = (f"- result: {LABELS[metric]} candidate - baseline: {effect}, 95% CI "
-                f"{fmt.interval(m['ci_low'], m['ci_high'], True)}")
+        line = f"- result: {LABELS[metric]} candidate - baseline: {effect_with_ci(m)}"
         if tests:
             line += f", p {fmt.number(m['p_value'], 4)}"
         lines.append(line + f" ({m['n_tasks']} paired tasks)")
