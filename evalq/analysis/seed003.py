@@ -28,9 +28,10 @@ from evalq.results.store import StudyRow, TrialRow, init_db
 from evalq.analysis.import_write import ImportTransaction
 from evalq.analysis.jsonl import iter_jsonl
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
-from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated, check_result,
-                                          load_adjudications, load_ratings, run_key,
-                                          unmatched, without_lines)
+from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated,
+                                          check_rater_rules, check_result, load_adjudications,
+                                          load_ratings, rater_count, run_key, unmatched,
+                                          without_lines)
 
 SEED003_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
                       ("H4", "cpr", False), ("H5", "nrr", False))
@@ -49,6 +50,9 @@ class ImportSummary:
     adjudications: int
     lock_digest: str
     unchanged: bool = False  # the same inputs were imported before: nothing was written
+    #: runs scored by fewer than two raters (the protocol needs two per run); None: no
+    #: raters.jsonl was given
+    under_two_raters: Optional[int] = None
 
 
 def _file_digest(path: Optional[Path]) -> Optional[str]:
@@ -202,6 +206,8 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                                     fix="give every (task_id, condition, run_id) one row")
                 if key in adjudications:
                     check_adjudicated(adjudications[key], row, adjud)
+                check_rater_rules(key, row, ratings.get(key, []), adjudications.get(key, []),
+                                  raters, adjud)
             except UserError as exc:
                 problems.add(exc)
                 continue
@@ -233,7 +239,9 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                          ratings=n_ratings, adjudication_rows=n_adjud)
         lock = dict(lock_body, lock_digest=data_digest(lock_body))
         tx.finish(manifest, lock)
+    short = sum(1 for key in seen if rater_count(ratings.get(key, [])) < 2)
     return ImportSummary(study_id=study_id, runs=len(seen), tasks=len(tasks),
                          conditions=conditions, ratings=n_ratings, adjudications=n_adjud,
-                         lock_digest=lock["lock_digest"])
+                         lock_digest=lock["lock_digest"],
+                         under_two_raters=short if raters else None)
 

@@ -99,6 +99,10 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
                f"tasks ({', '.join(summary.conditions)}), {summary.ratings} ratings, "
                f"{summary.adjudications} adjudications; report with "
                f"`evalq report {summary.study_id}`")
+    if summary.under_two_raters:
+        click.echo(f"warning: ratings incomplete: {summary.under_two_raters} of {summary.runs} "
+                   "runs have fewer than two raters (each run needs two independent raters); "
+                   "the report's claims are exploratory until they are scored")
 
 
 @click.command()

@@ -22,6 +22,7 @@ from evalq.report.answer import answer_lines
 from evalq.report.definitions import definition_lines
 from evalq.report.mdtext import inert
 from evalq.report.preregistration import describe as describe_plan
+from evalq.report.review_lines import coverage_lines, split_lines
 from evalq.planning.wall_check import describe as describe_wall_time
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
@@ -252,7 +253,7 @@ def _cost(report: dict[str, Any]) -> list[str]:
 
 
 def _reliability(report: dict[str, Any]) -> list[str]:
-    lines = ["## Inter-rater reliability", ""]
+    lines = ["## Inter-rater reliability", ""] + coverage_lines(report)
     if not report["reliability"]:
         return lines + [report["reliability_note"] or "unavailable", ""]
     flag = report["low_reliability"]
@@ -407,7 +408,8 @@ def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
     lines = ([f"# evalq report: {inert(report['study']['id'], 200, False)}", ""]
              + answer_lines(report) + _outcomes(report) + agent_error_lines(report)
              + definition_lines(report)
-             + _metrics(report) + _comparisons(report) + _grid(report) + _cost(report)
+             + _metrics(report) + _comparisons(report) + split_lines(report) + _grid(report)
+             + _cost(report)
              + _reliability(report) + _tracks(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)
              + _provenance(report))
