@@ -14,6 +14,7 @@ from typing import Any
 from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
 from evalq.workers.agents.numbers import cost_or_reason, count
+from evalq.analysis.rater_pool import executor_of
 from evalq.analysis.runs import RATER_FIELDS, Run
 
 
@@ -69,4 +70,5 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
                cycle_time_seconds=_amount(m.get("duration_seconds")), adjudicated=False,
                rater_ids=[], notes=(None if run.passed is not None else
                                     f"no valid outcome: {run.outcome or 'pending'}"))
+    row["executor_id"] = executor_of(study, run)  # who may not rate it
     return row

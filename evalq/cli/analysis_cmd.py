@@ -112,7 +112,10 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), default=None,
               help="Where the unblinding key goes (default: OUT.key.jsonl beside OUT; never "
                    "inside OUT).")
-def blind(study: str, out: str, key_path: str | None) -> None:
+@click.option("--rater", "raters", multiple=True,
+              help="A rater of the pool (repeat; at least two): each packet is assigned to two "
+                   "of them, never to the person who executed its run.")
+def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -> None:
     """Write blinded rater packets (condition labels stripped), a rubric, and apart, their key."""
     from evalq.analysis.blind import write_packets
     from evalq.analysis.runs import study_runs
@@ -125,8 +128,12 @@ def blind(study: str, out: str, key_path: str | None) -> None:
         return store.get(ref) if store.exists(ref) else None
 
     row, runs = study_runs(engine, study_id_of(study))
-    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None)
+    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None,
+                           list(raters) or None)
     click.echo(f"{result['packets']} packets: {result['packets_dir']}")
+    if result["assigned"]:
+        click.echo(f"two raters per packet (none scores a run they executed): "
+                   f"{Path(out) / 'raters.template.jsonl'}")
     click.echo(f"rubric (fill in the decision rules before scoring): {result['rubric']}")
     click.echo(f"key (keep it from the raters): {result['key']}")
 

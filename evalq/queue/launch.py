@@ -26,6 +26,7 @@ from evalq.gcpause import cyclic_gc_paused
 from evalq.queue.messages import message_for, shown_as, trial_label
 from evalq.queue.publish import batch_sender
 from evalq.study.agent_source import publish_sources
+from evalq.study.executor import executor_id
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
 from evalq.study.budgets import longest_trial_seconds, task_limits
@@ -109,7 +110,7 @@ def prepare_study(study: Study, settings: Settings, limit: int | None = None,
             store, study.sources, lock.get("agent_sources") or {}))
     # outside lock_digest, like published_skills: where agents ran is a worker setting
     lock = dict(lock, agent_sandbox=settings.agent_sandbox,
-                sealed=settings.agent_sandbox != "none")
+                sealed=settings.agent_sandbox != "none", executed_by=executor_id())
     manifest = study.manifest
     digests = {f.id: f.digest for f in study.fixtures}
     row = StudyRow(id=study.id, manifest=manifest.model_dump(mode="json"),
