@@ -151,7 +151,15 @@ def export(study: str, fmt_: str, out: str) -> None:
 
     engine, _ = engine_and_settings()
     row, runs = study_runs(engine, study_id_of(study))
-    make = seed002_row if fmt_ == "jsonl" else seed003_row
+    if fmt_ == "jsonl":
+        from evalq.analysis.tracks import task_labels
+
+        labels = task_labels(row)
+
+        def make(study, run):
+            return seed002_row(study, run, labels)
+    else:
+        make = seed003_row
     if not runs:
         raise UserError(f"study '{row.id}' has no trials", fix="run or import it first")
     n = write_jsonl((make(row, r) for r in runs), out)

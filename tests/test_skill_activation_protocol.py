@@ -1,0 +1,162 @@
+"""The skill-activation protocol end to end: an activation case and an unrelated case, run with
+no skill, with two revisions of the skill and on a second model, by scripted agents on the
+embedded default; every activation figure and latency summary is recomputed here from the
+exported per-trial rows and the stored attempts, by plain counting."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+from conftest import copy_fixture, run_cli
+
+from evalq.fixtures.fixture import freeze_fixture
+
+ACTIVATION, UNRELATED = "py-slugify-bugfix", "py-inventory-feature"
+
+
+def _declare(fixture, expected: bool) -> None:
+    toml = fixture / "fixture.toml"
+    text = toml.read_text()
+    toml.write_text(re.sub(r"^\[tool_policy\]", f"skill_expected = {str(expected).lower()}\n\n"
+                           "[tool_policy]", text, count=1, flags=re.MULTILINE))
+    freeze_fixture(fixture)
+
+
+def _study(tmp_path):
+    root = tmp_path / "fixtures"
+    root.mkdir()
+    _declare(copy_fixture(ACTIVATION, root), True)
+    _declare(copy_fixture(UNRELATED, root), False)
+    study = tmp_path / "study"
+    for revision, text in (("v1", "Keep functions small."), ("v2", "Name things well.")):
+        skill = study / "skills" / revision / "tidy-code"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(f"---\nname: tidy-code\n---\n{text}\n")
+    loaded = 'settings = { action = "solution", solution = "correct", load_skill = true }'
+    unused = 'settings = { action = "solution", solution = "correct" }'
+    (study / "study.toml").write_text(f'''
+id = "activation"
+fixtures = ["{(root / ACTIVATION).as_posix()}", "{(root / UNRELATED).as_posix()}"]
+repetitions = 2
+seed = 3
+
+[budgets]
+wall_seconds = 120
+
+[[conditions]]
+name = "no-skill"
+model = "model-a"
+{unused}
+
+[[conditions]]
+name = "skill-v1"
+model = "model-a"
+skill = "skills/v1/tidy-code"
+{loaded}
+
+[[conditions]]
+name = "skill-v2"
+model = "model-a"
+skill = "skills/v2/tidy-code"
+{unused}
+
+[[conditions]]
+name = "skill-v1-b"
+model = "model-b"
+skill = "skills/v1/tidy-code"
+{loaded}
+
+[[hypotheses]]
+id = "H1"
+metric = "tpr"
+baseline = "skill-v1"
+candidate = "skill-v2"
+''')
+    return study / "study.toml"
+
+
+def _expected_figures(rows):
+    """Per (model, case, condition) from the exported rows: loads, misses, false positives."""
+    cells = defaultdict(list)
+    for row in rows:
+        cells[row["model"], row["case_id"], row["condition"]].append(row)
+    out = {}
+    for key, group in cells.items():
+        has_skill = group[0]["skill_commit"] is not None
+        should = group[0]["skill_expected"] if has_skill else False
+        loaded = len([r for r in group if r["skill_loaded"] is True])
+        not_loaded = len([r for r in group if r["skill_loaded"] is False])
+        known = loaded + not_loaded
+        times = sorted(r["elapsed_seconds"] for r in group)
+        middle = len(times) // 2
+        out[key] = {"loaded": loaded, "not_loaded": not_loaded,
+                    "misses": not_loaded if should is True and known else None,
+                    "false_positives": loaded if should is False and known else None,
+                    "median": (times[middle] if len(times) % 2 else
+                               (times[middle - 1] + times[middle]) / 2),
+                    "min": times[0], "max": times[-1]}
+    return out
+
+
+def test_activation_and_unrelated_cases_with_and_without_the_skill(tmp_path):
+    manifest = _study(tmp_path)
+    env = {"EVALQ_HOME": str(tmp_path / "home")}
+    proc = run_cli(["run", str(manifest)], env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report_path = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+                       if line.startswith("report: ") and line.endswith(".json"))
+    report = json.loads(open(report_path).read())
+    exported = tmp_path / "trials.jsonl"
+    assert run_cli(["export", "activation", "--format", "jsonl", "--out", str(exported)],
+                   env).returncode == 0
+    rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert len(rows) == 16
+
+    # skill_commit is the skill's own revision: the frozen folder's digest, one per revision
+    lock = json.loads((manifest.parent / "study.lock.json").read_text())
+    commits = {r["condition"]: r["skill_commit"] for r in rows}
+    assert commits["no-skill"] is None
+    assert commits["skill-v1"] == commits["skill-v1-b"] == lock["skills"]["skill-v1"]["digest"]
+    assert commits["skill-v2"] == lock["skills"]["skill-v2"]["digest"] != commits["skill-v1"]
+
+    block = report["skill_activation"]
+    # per model, never pooled: model-b's condition is reported under model-b alone
+    assert sorted(block["models"]) == ["model-a", "model-b"]
+    assert sorted(block["models"]["model-b"]["conditions"]) == ["skill-v1-b"]
+    assert sorted(block["models"]["model-a"]["conditions"]) == ["no-skill", "skill-v1",
+                                                                 "skill-v2"]
+    expected = _expected_figures(rows)
+    for model, part in block["models"].items():
+        for case, entry in part["cases"].items():
+            assert entry["skill_expected"] is (case == ACTIVATION)
+            for name, cell in entry["conditions"].items():
+                want = expected[model, case, name]
+                got = {"loaded": cell["loaded"], "not_loaded": cell["not_loaded"],
+                       "misses": cell["misses"], "false_positives": cell["false_positives"],
+                       "median": cell["latency_seconds"]["median"],
+                       "min": cell["latency_seconds"]["min"],
+                       "max": cell["latency_seconds"]["max"]}
+                assert got == want, (model, case, name)
+    a = block["models"]["model-a"]["cases"]
+    # the class that went uncounted: a skill loaded on the unrelated case, in a condition that
+    # has the skill, is a false positive (it used to read None)
+    assert a[UNRELATED]["conditions"]["skill-v1"]["false_positives"] == 2
+    assert a[ACTIVATION]["conditions"]["skill-v1"]["misses"] == 0
+    assert a[ACTIVATION]["conditions"]["skill-v2"]["misses"] == 2
+    assert a[UNRELATED]["conditions"]["skill-v2"]["false_positives"] == 0
+    # the scripted agent's trace cannot show a load without a skill: unknown, never 0
+    assert a[UNRELATED]["conditions"]["no-skill"]["false_positives"] is None
+    totals = report["conditions"]["skill-v1"]["skill_activation"]
+    assert (totals["misses"], totals["miss_runs"], totals["false_positives"],
+            totals["false_positive_runs"]) == (0, 2, 2, 2)
+    assert report["conditions"]["skill-v2"]["skill_activation"]["misses"] == 2
+
+    # the two revisions are compared as two conditions, paired per task
+    pairs = {(c["baseline"], c["candidate"]) for c in report["comparisons"]}
+    assert ("skill-v1", "skill-v2") in pairs
+
+    markdown = open(report_path[:-len(".json")] + ".md").read()
+    assert "## Skill activation" in markdown and "### Model model-b" in markdown
+    assert "should not activate" in markdown
