@@ -160,3 +160,50 @@ def test_activation_and_unrelated_cases_with_and_without_the_skill(tmp_path):
     markdown = open(report_path[:-len(".json")] + ".md").read()
     assert "## Skill activation" in markdown and "### Model model-b" in markdown
     assert "should not activate" in markdown
+
+    # the exported rows import back (the row format of the protocol), one model per study
+    mixed = run_cli(["import", str(exported), "--study", "mixed", "--format", "trials"], env)
+    refused = mixed.stderr.strip().splitlines()
+    assert mixed.returncode == 2 and len(refused) == sum(r["model"] == "model-b" for r in rows)
+    assert all("field 'model'" in line and "never pooled" in line for line in refused)
+    model_a = tmp_path / "model-a.jsonl"
+    model_a.write_text("".join(json.dumps(r) + "\n" for r in rows if r["model"] == "model-a"))
+    proc = run_cli(["import", str(model_a), "--study", "imported-a", "--format", "trials"], env)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "imported.json"
+    assert run_cli(["report", "imported-a", "--format", "json", "--out", str(out)],
+                   env).returncode == 0
+    imported = json.loads(out.read_text())["skill_activation"]["models"]
+    assert list(imported) == ["model-a"]
+    for case, entry in imported["model-a"]["cases"].items():
+        for name, cell in entry["conditions"].items():
+            native = block["models"]["model-a"]["cases"][case]["conditions"][name]
+            assert {k: cell[k] for k in ("loaded", "not_loaded", "misses", "false_positives",
+                                         "latency_seconds")} == \
+                {k: native[k] for k in ("loaded", "not_loaded", "misses", "false_positives",
+                                        "latency_seconds")}, (case, name)
+    assert imported["model-a"]["conditions"]["skill-v2"]["skill_commit"] == commits["skill-v2"]
+
+
+def test_bad_trial_rows_are_one_line_each(tmp_path):
+    good = {"case_id": "stdlib_refactor", "condition": "with_skill", "skill_commit": "abc",
+            "model": "m-1", "runtime": "cli 1.0", "trial": 1, "skill_loaded": True,
+            "criteria": [{"index": 0, "passed": True, "evidence": "out.log: ok"}],
+            "elapsed_seconds": 12.5, "input_tokens": None, "output_tokens": None,
+            "artifacts": "/tmp/run-1"}
+    rows = [good, {k: v for k, v in good.items() if k != "skill_loaded"} | {"trial": 2},
+            dict(good, trial=3, criteria=[{"index": 0, "passed": "yes"}]),
+            dict(good, trial=4, skill_commit="def")]
+    path = tmp_path / "trials.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {"EVALQ_DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "EVALQ_HOME": str(tmp_path)}
+    proc = run_cli(["import", str(path), "--study", "t", "--format", "trials"], env)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 3, proc.stderr
+    assert "line 2" in lines[0] and "'skill_loaded'" in lines[0] and str(path) in lines[0]
+    assert "line 3" in lines[1] and "criteria.0" in lines[1]
+    assert "line 4" in lines[2] and "skill_commit" in lines[2] and "condition of its own" in lines[2]
+    path.write_text(json.dumps(good) + "\n")
+    proc = run_cli(["import", str(path), "--study", "t", "--format", "trials"], env)
+    assert proc.returncode == 0, proc.stderr

@@ -55,7 +55,7 @@ class ImportSummary:
     under_two_raters: Optional[int] = None
 
 
-def _file_digest(path: Optional[Path]) -> Optional[str]:
+def file_digest(path: Optional[Path]) -> Optional[str]:
     if path is None:
         return None
     digest = hashlib.sha256()
@@ -132,7 +132,7 @@ def _options_body(study_id: str, mode: str, suite_id: Optional[str], digests: di
             "mode": mode, "compare": {"baseline": baseline, "candidate": candidate}}
 
 
-def _already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
+def already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
     """The existing study when these exact inputs were imported before (a no-op); a study of
     that id with anything else is refused."""
     from sqlmodel import Session
@@ -149,7 +149,7 @@ def _already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
                     fix="give the changed study a new id; imported studies are immutable")
 
 
-def _summary_of(engine, study: StudyRow) -> "ImportSummary":
+def summary_of(engine, study: StudyRow) -> "ImportSummary":
     from sqlalchemy import func, select
 
     with engine.connect() as conn:
@@ -177,13 +177,13 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
     results_path = Path(results_path)
     raters = Path(raters_path) if raters_path else None
     adjud = Path(adjudications_path) if adjudications_path else None
-    digests = {"results_digest": _file_digest(results_path), "raters_digest": _file_digest(raters),
-               "adjudications_digest": _file_digest(adjud)}
+    digests = {"results_digest": file_digest(results_path), "raters_digest": file_digest(raters),
+               "adjudications_digest": file_digest(adjud)}
     body = _options_body(study_id, mode, suite_id, digests, baseline, candidate)
     engine = init_db(database_url)
-    existing = _already_imported(engine, study_id, body)
+    existing = already_imported(engine, study_id, body)
     if existing is not None:
-        return _summary_of(engine, existing)
+        return summary_of(engine, existing)
     problems = Problems()
     ratings = load_ratings(raters, problems) if raters else {}
     adjudications = load_adjudications(adjud, problems) if adjud else {}

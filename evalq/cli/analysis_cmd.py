@@ -73,24 +73,38 @@ def compare(baseline: str, candidate: str, out: tuple[str, ...]) -> None:
               help="Candidate condition (default: every other condition, each compared with "
                    "the baseline; Holm over all their primary hypotheses).")
 @click.option("--suite-id", default=None, help="Task-suite identifier to record.")
+@click.option("--format", "fmt_", type=click.Choice(["results", "trials"]), default="results",
+              show_default=True,
+              help="results: adjudicated results.jsonl rows (with --raters, --adjudications); "
+                   "trials: skill-activation trial rows (case_id, condition, skill_commit, "
+                   "model, trial, skill_loaded, criteria, ...), one model per file.")
 def import_(results: str, study_id: str, raters: str | None, adjudications: str | None,
             mode: str, baseline: str | None, candidate: str | None,
-            suite_id: str | None) -> None:
-    """Import a seed-003 results.jsonl as a study in the results database.
+            suite_id: str | None, fmt_: str) -> None:
+    """Import adjudicated results.jsonl rows, or skill-activation trial rows, as a study.
 
     One transaction: a bad row (each is named with its line) leaves the database unchanged.
     Importing the same files with the same options again is a no-op; other inputs under an
-    existing study id are refused.
+    existing study id are refused. Raters who disagree need an adjudication, and nobody may
+    rate a run they executed (its executor_id).
     """
     from evalq.analysis.seed003 import import_results
+    from evalq.analysis.trial_import import import_trials
     from evalq.config import load_settings
     from evalq.results.store import removed_if_failed
 
     settings = load_settings()
+    if fmt_ == "trials" and (raters or adjudications):
+        raise UserError("trial rows carry no rater scores", field="--raters",
+                        fix="leave out --raters and --adjudications with --format trials")
     with removed_if_failed(settings.database_url):  # a refused import leaves no new database
-        summary = import_results(settings.database_url, results, study_id, raters_path=raters,
-                                 adjudications_path=adjudications, mode=mode,
-                                 baseline=baseline, candidate=candidate, suite_id=suite_id)
+        if fmt_ == "trials":
+            summary = import_trials(settings.database_url, results, study_id)
+        else:
+            summary = import_results(settings.database_url, results, study_id,
+                                     raters_path=raters, adjudications_path=adjudications,
+                                     mode=mode, baseline=baseline, candidate=candidate,
+                                     suite_id=suite_id)
     if summary.unchanged:
         click.echo(f"study {summary.study_id}: already imported from these files; unchanged "
                    f"({summary.runs} runs)")
