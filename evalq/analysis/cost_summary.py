@@ -1,4 +1,4 @@
-"""Cost per successful task and token totals per condition (SPEC A5, R5).
+"""Cost per successful task and token totals per condition.
 
 Cost covers every finished attempt, resubmitted ones included. An attempt without a cost is
 incomplete accounting: it is flagged, left out of the total, and makes the cost per success

@@ -2,7 +2,7 @@
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
-is strict JSON. An imported seed-003 study exports its rows as
+is strict JSON. An imported results study exports its rows as
 they were imported; a native study's rater fields are null (no rater scored them) and its
 hidden_validation_passed is the grader's verdict.
 """
@@ -55,7 +55,7 @@ def seed002_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dic
 
 
 def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
-    """seed 003's adjudicated result row for one run."""
+    """The adjudicated result row for one run."""
     counted = run.view.counted
     if run.imported and counted is not None:
         return finite(dict((counted.grade or {}).get("row") or {}))  # NaN it held: null

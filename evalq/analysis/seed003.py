@@ -1,4 +1,4 @@
-"""Import of seed-003 results.jsonl (+ raters.jsonl, adjudications.jsonl) into the results database.
+"""Import of adjudicated results.jsonl (+ raters.jsonl, adjudications.jsonl) into the results database.
 
 Storage (no extra table): a StudyRow whose lock has ``source = "seed-003"`` and the input
 digests; one TrialRow per (task, condition, run) and one finished AttemptRow each, whose
@@ -35,7 +35,7 @@ from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated,
 
 SEED003_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
                       ("H4", "cpr", False), ("H5", "nrr", False))
-#: The default baseline of seed 003 (its control arm) when the results hold it.
+#: The protocol's default baseline (its control arm) when the results hold it.
 DEFAULT_BASELINE = "single_prompt"
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as a native manifest's id
 
@@ -84,7 +84,7 @@ def default_baseline(conditions: list[str], candidate: Optional[str] = None) -> 
 
 def _hypotheses(conditions: list[str], baseline: Optional[str], candidate: Optional[str],
                 path: Path) -> list[dict]:
-    """Seed 003's H1-H5 for every candidate against the baseline (all others by default);
+    """The protocol's H1-H5 for every candidate against the baseline (all others by default);
     the primary ones of every pair form one Holm family in the report."""
     if len(conditions) < 2:
         return []
@@ -232,7 +232,7 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                     "repetitions": max(cells.values()), "seed": 0, "mode": mode,
                     "hypotheses": _hypotheses(conditions, baseline, candidate, results_path),
                     "primary_metrics": ["tpr", "rp_at_k", "rfr"],
-                    "description": f"imported from {results_path.name} (seed 003 results)"}
+                    "description": f"imported from {results_path.name} (adjudicated results)"}
         n_ratings = sum(len(v) for v in ratings.values())
         n_adjud = sum(len(v) for v in adjudications.values())
         lock_body = dict(body, suite_digest=data_digest(tasks), task_labels=labels,

@@ -1,4 +1,4 @@
-"""Validation of seed-003 input rows (results, raters, adjudications), one problem per bad row.
+"""Validation of adjudicated-results input rows (results, raters, adjudications), one problem per bad row.
 
 Each check raises the row's first problem as a UserError naming the file, the line and the
 field; `Problems` gathers them so a whole file is reported at once (evalq.analysis.seed003).
@@ -55,14 +55,14 @@ class Problems:
 
 
 def check_result(row: dict, path: Path, number: int) -> Key:
-    """Validate one results.jsonl row (seed 003 schema); the first problem is raised."""
+    """Validate one results.jsonl row; the first problem is raised."""
     key = run_key(row, path, number)
     for field in REQUIRED:
         if field not in row:
             raise UserError(f"line {number} has no '{field}'", file=path, field=field,
-                            fix=f"add \"{field}\" to every row (seed 003 result schema)")
+                            fix=f"add \"{field}\" to every row (the adjudicated result row)")
     for field in (*RATER_FIELDS, *VALIDATION_FIELDS):
-        if field in row:  # null: nobody resolved it (seed 002's unresolved criterion)
+        if field in row:  # null: nobody resolved it (an unresolved criterion)
             require(row, field, (bool,), path, number, nullable=True)
     order = require(row, "run_order", (int,), path, number)
     if not 0 <= order <= MAX_INT:

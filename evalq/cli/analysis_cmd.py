@@ -155,7 +155,7 @@ def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -
 @click.command()
 @click.argument("study", type=STUDY)
 @click.option("--format", "fmt_", type=click.Choice(["jsonl", "results"]), required=True,
-              help="jsonl: seed-002 per-trial rows; results: seed-003 results.jsonl.")
+              help="jsonl: skill-activation trial rows; results: adjudicated results.jsonl rows.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""
