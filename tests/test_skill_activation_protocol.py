@@ -6,12 +6,17 @@ exported per-trial rows and the stored attempts, by plain counting."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import defaultdict
 
+import pytest
 from conftest import copy_fixture, run_cli
 
+from evalq.analysis.trial_import import import_trials
 from evalq.fixtures.fixture import freeze_fixture
+from evalq.report.compute import compute_report
+from evalq.results.store import get_engine, init_db
 
 ACTIVATION, UNRELATED = "py-slugify-bugfix", "py-inventory-feature"
 
@@ -207,3 +212,83 @@ def test_bad_trial_rows_are_one_line_each(tmp_path):
     path.write_text(json.dumps(good) + "\n")
     proc = run_cli(["import", str(path), "--study", "t", "--format", "trials"], env)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'trials.db'}"
+    else:
+        yield request.getfixturevalue("postgres_url")
+    get_engine.cache_clear()
+
+
+def _trial_rows(seed: int = 11) -> list[dict]:
+    """Three cases (activation, unrelated, undeclared) x three conditions x 3 trials, with
+    loads, misses, unknown traces, unresolved criteria and missing elapsed times."""
+    rng = random.Random(seed)
+    expected = {"indirect_context_activation": True, "unrelated_cli": False, "wrapper_api": None}
+    rows = []
+    for case, should in expected.items():
+        for cond, commit in (("without_skill", None), ("skill_old", "1111aaa"),
+                             ("skill_new", "2222bbb")):
+            for trial in range(1, 4):
+                loaded = rng.choice([True, False, None]) if commit else \
+                    rng.choice([False, False, True])
+                rows.append({"case_id": case, "condition": cond, "skill_commit": commit,
+                             "model": "exact-model-1", "runtime": "cli 2.1", "trial": trial,
+                             "skill_loaded": loaded,
+                             "criteria": [{"index": 0, "passed": rng.choice([True, False]),
+                                           "evidence": "test.log"},
+                                          {"index": 1, "passed": rng.choice([True, True, None]),
+                                           "evidence": "unresolved: no log"}],
+                             "elapsed_seconds": rng.choice([None, rng.uniform(5, 90)]),
+                             "input_tokens": None, "output_tokens": None,
+                             "artifacts": f"/tmp/{case}-{cond}-{trial}",
+                             "skill_expected": should})
+    return rows
+
+
+def test_imported_trial_rows_in_both_backends(tmp_path, db_url):
+    rows = _trial_rows()
+    path = tmp_path / "trials.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = import_trials(db_url, path, "imp")
+    assert (summary.runs, summary.tasks, summary.unchanged) == (27, 3, False)
+    assert import_trials(db_url, path, "imp").unchanged is True
+    report = compute_report(init_db(db_url), "imp", n_resamples=200)
+
+    for row in rows:  # outcome: every criterion passed, one failed, or one unresolved
+        verdicts = [c["passed"] for c in row["criteria"]]
+        row["outcome"] = ("incorrect" if False in verdicts else
+                          "grading_failure" if None in verdicts else "correct")
+    got_outcomes = {(r["fixture"], r["condition"], r["repetition"]): r["outcome"]
+                    for r in report["trial_rows"]}
+    assert got_outcomes == {(r["case_id"], r["condition"], r["trial"]): r["outcome"]
+                            for r in rows}
+
+    cases = report["skill_activation"]["models"]["exact-model-1"]["cases"]
+    for case, entry in cases.items():
+        for cond, cell in entry["conditions"].items():
+            mine = [r for r in rows if r["case_id"] == case and r["condition"] == cond]
+            should = mine[0]["skill_expected"] if mine[0]["skill_commit"] else False
+            loads = [r["skill_loaded"] for r in mine]
+            known = loads.count(True) + loads.count(False)
+            assert cell["misses"] == (loads.count(False) if should is True and known else None)
+            assert cell["false_positives"] == (loads.count(True) if should is False and known
+                                               else None)
+            assert cell["unknown"] == loads.count(None)
+            times = sorted(r["elapsed_seconds"] for r in mine if r["elapsed_seconds"] is not None)
+            lat = cell["latency_seconds"]
+            assert lat["unreported"] == len(mine) - len(times)
+            if times:
+                n = len(times)
+                middle = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+                assert abs(lat["median"] - middle) < 1e-9 and lat["max"] == times[-1]
+            else:
+                assert lat["median"] is None
+    assert cases["wrapper_api"]["conditions"]["skill_new"]["reason"] == \
+        "the case declares no skill_expected"
+    commits = report["skill_activation"]["models"]["exact-model-1"]["conditions"]
+    assert commits["skill_old"]["skill_commit"] == "1111aaa"
+    assert commits["without_skill"]["skill_commit"] is None
