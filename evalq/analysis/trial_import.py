@@ -21,7 +21,7 @@ from evalq.analysis.import_write import ImportTransaction
 from evalq.analysis.jsonl import iter_jsonl, require
 from evalq.analysis.seed003 import (STUDY_ID, ImportSummary, already_imported, file_digest,
                                    summary_of)
-from evalq.analysis.seed003_check import MAX_INT, Problems, run_key
+from evalq.analysis.seed003_check import MAX_INT, Problems
 from evalq.digest import data_digest
 from evalq.errors import UserError
 from evalq.results.store import init_db
@@ -51,6 +51,14 @@ def _criteria(row: dict, path: Path, number: int) -> list[dict[str, Any]]:
     return out
 
 
+def _name(row: dict, field: str, path: Path, number: int) -> str:
+    value = require(row, field, (str,), path, number)
+    if "/" in value or not value.strip():
+        raise _fail(path, number, field, f"'{field}' is {value!r}",
+                    f"give {field} as a non-blank name without '/'")
+    return value
+
+
 def _amount(row: dict, field: str, kinds: tuple, path: Path, number: int) -> Any:
     value = require(row, field, kinds, path, number, nullable=True)
     if value is not None and not 0 <= value <= 10**12:
@@ -65,8 +73,7 @@ def check_row(row: dict, path: Path, number: int) -> dict[str, Any]:
         if field not in row:
             raise _fail(path, number, field, f"has no '{field}'",
                         f"add \"{field}\" to every row ({ROW_FORMAT}; null where unavailable)")
-    task, cond, _ = run_key({"task_id": row["case_id"], "condition": row["condition"],
-                             "run_id": 0}, path, number)
+    task, cond = (_name(row, field, path, number) for field in ("case_id", "condition"))
     trial = require(row, "trial", (int,), path, number)
     if not 1 <= trial <= MAX_INT:
         raise _fail(path, number, "trial", f"'trial' is {trial}", "number trials 1..k")
