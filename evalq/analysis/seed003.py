@@ -1,4 +1,4 @@
-"""Import of adjudicated results.jsonl (+ raters.jsonl, adjudications.jsonl) into the results database.
+"""Import of adjudicated results.jsonl (+ raters.jsonl, adjudications.jsonl) as a study.
 
 Storage (no extra table): a StudyRow whose lock has ``source = "seed-003"`` and the input
 digests; one TrialRow per (task, condition, run) and one finished AttemptRow each, whose

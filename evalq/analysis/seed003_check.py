@@ -1,4 +1,5 @@
-"""Validation of adjudicated-results input rows (results, raters, adjudications), one problem per bad row.
+"""Validation of adjudicated-results input rows (results, raters, adjudications), one
+problem per bad row.
 
 Each check raises the row's first problem as a UserError naming the file, the line and the
 field; `Problems` gathers them so a whole file is reported at once (evalq.analysis.seed003).

@@ -11,7 +11,8 @@ UNTRACKED = "untracked"
 
 
 def labels_from_fixtures(fixtures) -> dict[str, dict]:
-    """{task: {track, split, suitable, skill_expected}} from loaded fixtures; a task with no track is 'untracked'."""
+    """{task: {track, split, suitable, skill_expected}} from loaded fixtures; a task with no
+    track is 'untracked'."""
     return {f.id: {"track": f.spec.track or UNTRACKED, "split": f.spec.split,
                    "suitable": f.spec.suitable, "skill_expected": f.spec.skill_expected}
             for f in fixtures}
