@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.results.store import StudyRow
-from evalq.analysis.rater_pool import assign, executor_of
+from evalq.analysis.rater_pool import assign, executors_of
 from evalq.analysis.rubric import render_rubric
 from evalq.analysis.runs import RATER_FIELDS, Run
 
@@ -106,7 +106,8 @@ def write_packets(study: StudyRow, runs: list[Run], out: Path,
         (out / "packets" / f"{packet_id}.md").write_text(text, encoding="utf-8")
         key_rows.append({"packet_id": packet_id, "task_id": run.task,
                          "condition": run.condition, "run_id": run.repetition,
-                         "trial_id": run.view.trial_id, "executor_id": executor_of(study, run)})
+                         "trial_id": run.view.trial_id,
+                         "executor_ids": executors_of(study, run)})
         for rater in (assigned[packet_id] if assigned else [None]):
             template.append(dict({"packet_id": packet_id, "rater_id": rater},
                                  **{f: None for f in RATER_FIELDS}))

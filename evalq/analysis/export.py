@@ -14,7 +14,7 @@ from typing import Any, Optional
 from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
 from evalq.workers.agents.numbers import cost_or_reason, count
-from evalq.analysis.rater_pool import executor_of
+from evalq.analysis.rater_pool import executors_of
 from evalq.analysis.runs import RATER_FIELDS, Run
 from evalq.analysis.skill_activation import skill_revision
 
@@ -75,5 +75,5 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
                cycle_time_seconds=_amount(m.get("duration_seconds")), adjudicated=False,
                rater_ids=[], notes=(None if run.passed is not None else
                                     f"no valid outcome: {run.outcome or 'pending'}"))
-    row["executor_id"] = executor_of(study, run)  # who may not rate it
+    row["executor_ids"] = executors_of(study, run)  # who may not rate it
     return row

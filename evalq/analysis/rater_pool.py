@@ -1,31 +1,28 @@
 """Which raters may score which run: never one who executed it, always at least two.
 
-A run's executor is the results row's `executor_id` for an imported study, the id `evalq run`
-recorded in the lock (`executed_by`) for a native one. Packets go to two eligible raters each,
+A run's executors are the results row's `executor_ids` (or `executor_id`) for an imported
+study, the ids `evalq run` recorded in the lock (`executed_by`) for a native one. Packets go to two eligible raters each,
 rotating through the pool so the work is spread evenly; a pool that leaves any run fewer than
 two eligible raters is refused before a packet is written.
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 from evalq.analysis.runs import Run
 from evalq.errors import UserError
 from evalq.results.store import StudyRow
+from evalq.study.executor import executors
 
 RATERS_PER_RUN = 2
 
 
-def executor_of(study: StudyRow, run: Run) -> Optional[str]:
-    """Who executed the run (None: not recorded)."""
+def executors_of(study: StudyRow, run: Run) -> list[str]:
+    """Who executed the run (empty: not recorded)."""
     if run.imported:
         counted = run.view.counted
         row = ((counted.grade or {}).get("row") or {}) if counted is not None else {}
-        value = row.get("executor_id")
-    else:
-        value = (study.lock or {}).get("executed_by")
-    return None if value is None else str(value)
+        return executors(row.get("executor_ids", row.get("executor_id")))
+    return executors((study.lock or {}).get("executed_by"))
 
 
 def assign(pool: list[str], packets: list[tuple[str, Run]], study: StudyRow
@@ -34,10 +31,11 @@ def assign(pool: list[str], packets: list[tuple[str, Run]], study: StudyRow
     pool = sorted(dict.fromkeys(pool))
     out: dict[str, list[str]] = {}
     for number, (packet_id, run) in enumerate(packets):
-        executor = executor_of(study, run)
-        eligible = [r for r in pool if r != executor]
+        ran = executors_of(study, run)
+        eligible = [r for r in pool if r not in ran]
         if len(eligible) < RATERS_PER_RUN:
-            barred = f"; {executor} executed it and may not score it" if executor in pool else ""
+            barred = "".join(f"; {who} executed it and may not score it"
+                             for who in ran if who in pool)
             raise UserError(f"run {run.view.trial_id} has {len(eligible)} eligible rater(s) in "
                             f"the pool {', '.join(pool) or '(none)'}{barred}", field="--rater",
                             fix="name at least two raters who did not execute the study's runs")

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from evalq.errors import UserError, UserErrors
 from evalq.analysis.jsonl import iter_jsonl, require
 from evalq.analysis.runs import RATER_FIELDS, VALIDATION_FIELDS
+from evalq.study.executor import executors
 
 REQUIRED = ("task_id", "condition", "run_id", "run_order", "env", "artifact_path",
             "blinded_artifact_path", *RATER_FIELDS, "cycle_time_seconds", "adjudicated",
@@ -75,6 +76,11 @@ def check_result(row: dict, path: Path, number: int) -> Key:
     require(row, "cycle_time_seconds", (int, float), path, number, nullable=True)
     if "executor_id" in row:  # who executed the run: never one of its raters
         require(row, "executor_id", (str, int), path, number, nullable=True)
+    if "executor_ids" in row:
+        ids = require(row, "executor_ids", (list,), path, number, nullable=True)
+        if any(not isinstance(i, str) for i in ids or []):
+            raise UserError(f"line {number}: 'executor_ids' is {ids!r}", file=path,
+                            field="executor_ids", fix="give executor_ids as a list of rater ids")
     return key
 
 
@@ -165,14 +171,14 @@ def check_rater_rules(key: Key, row: dict, ratings: list[dict], adjudications: l
     """The protocol's rules for one run's scores, the first broken one raised: nobody scores
     or adjudicates a run they executed, and every outcome the raters disagree on is settled
     by an adjudication (the adjudicated value is the final score)."""
-    executor = row.get("executor_id")
-    if executor is not None:
+    ran = executors(row.get("executor_ids", row.get("executor_id")))
+    if ran:
         for entries, path, role, field in ((ratings, raters_path, "rater", "rater_id"),
                                            (adjudications, adjud_path, "adjudicator",
                                             "adjudicator_id")):
             for entry in entries:
                 who = entry.get(field)
-                if who is not None and str(who) == str(executor):
+                if who is not None and str(who) in ran:
                     raise UserError(f"line {entry['_line']}: {role} {who} executed the run "
                                     f"{_run_name(key)} and may not score it", file=path,
                                     field=field, fix="have a rater from the pool who did not "

@@ -76,7 +76,14 @@ def test_raters_disagree_adjudicate_executors_barred_environment_split(tmp_path,
         assigned[row["packet_id"]].append(row["rater_id"])
     assert len(assigned) == 12 and all(sorted(v) == ["bob", "carol"] for v in assigned.values())
     key = [json.loads(l) for l in (tmp_path / "packets.key.jsonl").read_text().splitlines()]
-    assert {k["executor_id"] for k in key} == {"alice"}
+    assert all(k["executor_ids"] == ["alice"] for k in key)
+    # erin resumes the study: she executed it too, and is barred from rating it as well
+    resumed = run_cli(["run", str(study), "--resume"], dict(env, EVALQ_EXECUTOR="erin"),
+                      timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    refused = run_cli(["blind", "rated", "--out", str(tmp_path / "again"), "--rater", "erin",
+                       "--rater", "bob"], env)
+    assert refused.returncode == 2 and "erin executed it" in refused.stderr
 
     # results as the raters will have them: the exported rows, with adjudicated scores
     exported = tmp_path / "exported.jsonl"
@@ -84,7 +91,7 @@ def test_raters_disagree_adjudicate_executors_barred_environment_split(tmp_path,
                    env).returncode == 0
     rows = sorted((json.loads(l) for l in exported.read_text().splitlines()),
                   key=lambda r: r["run_order"])
-    assert {r["executor_id"] for r in rows} == {"alice"}
+    assert all(r["executor_ids"] == ["alice", "erin"] for r in rows)
     ratings, adjudications = [], []
     for i, row in enumerate(rows):
         final = {"passed": row["passed"] if i % 4 else not row["passed"],
