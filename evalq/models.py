@@ -78,6 +78,9 @@ class FixtureSpec(Strict):
     track: Optional[str] = None
     split: Literal["regression", "held-out"] = "regression"
     suitable: bool = True
+    #: whether a condition's skill should activate on this task: true for an activation
+    #: case, false for an unrelated one (a load is then a false positive); None: undeclared
+    skill_expected: Optional[bool] = None
     package: Optional[str] = None
     baseline_version: Optional[str] = None
     target_version: Optional[str] = None
@@ -86,6 +89,14 @@ class FixtureSpec(Strict):
     grade: GradeSpec
     digest: Optional[str] = None
     workspace_digest: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _without_undeclared_activation(self, handler):
+        """Left out when unset, so the digests of fixtures frozen before it stay the same."""
+        data = handler(self)
+        if data.get("skill_expected") is None:
+            data.pop("skill_expected", None)
+        return data
 
 
 # ---------------------------------------------------------------- study

@@ -40,9 +40,14 @@ def test_skill_is_locked_installed_and_its_activation_read(tmp_path, fixture_cop
     report_path = [l for l in proc.stdout.splitlines() if l.endswith(".json")][0].split(": ")[1]
     report = json.loads(open(report_path).read())
     activation = {name: c["skill_activation"] for name, c in report["conditions"].items()}
-    assert activation["with-skill"]["loaded"] == 2 and activation["with-skill"]["misses"] == 0
+    assert activation["with-skill"]["loaded"] == 2 and activation["with-skill"]["misses"] is None
+    assert activation["with-skill"]["skill_commit"] == lock["skills"]["with-skill"]["digest"]
     assert activation["skill-unused"]["not_loaded"] == 2
-    assert activation["skill-unused"]["misses"] == 2
+    # the shipped fixtures declare no skill_expected: misses are not guessed
+    assert activation["skill-unused"]["misses"] is None
+    cells = report["skill_activation"]["models"]["unnamed model"]["cases"]
+    assert {c["conditions"]["skill-unused"]["reason"] for c in cells.values()} == {
+        "the case declares no skill_expected"}
     assert activation["good"]["unknown"] == 2 and activation["good"]["misses"] is None
 
     (skill / "SKILL.md").write_text("---\nname: tidy-code\n---\nChanged after freezing.\n")

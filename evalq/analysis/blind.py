@@ -1,8 +1,9 @@
-"""Blinded rater packets (SPEC A7; seed 003 §4.2): condition labels and workflow markers stripped.
+"""Blinded rater packets: condition labels and workflow markers stripped.
 
 Packets are numbered in a seeded shuffled order so the number says nothing about the
 condition. The folder that goes to raters holds the packets, RUBRIC.md and a scores template;
-the key mapping packet to (task, condition, run) is written outside it.
+the key mapping packet to (task, condition, run) and to who executed it is written outside it.
+Given a rater pool, each packet goes to two raters, neither of them the run's executor.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable, Optional
 from evalq.report.json_text import dumps
 from evalq.errors import UserError
 from evalq.results.store import StudyRow
+from evalq.analysis.rater_pool import assign, executors_of
 from evalq.analysis.rubric import render_rubric
 from evalq.analysis.runs import RATER_FIELDS, Run
 
@@ -83,29 +85,35 @@ def _check_apart(out: Path, key: Path) -> None:
 
 def write_packets(study: StudyRow, runs: list[Run], out: Path,
                   fetch: Callable[[str], Optional[bytes]],
-                  key: Optional[Path] = None) -> dict[str, Any]:
+                  key: Optional[Path] = None, raters: Optional[list[str]] = None
+                  ) -> dict[str, Any]:
     """out/packets/<id>.md, out/RUBRIC.md and out/raters.template.jsonl for raters; the key
-    for the study owner at `key` (default: beside `out`), which must lie outside `out`."""
+    for the study owner at `key` (default: beside `out`), which must lie outside `out`.
+    With `raters` (the pool), the template assigns each packet to two of them who did not
+    execute its run, and a pool that cannot is refused before anything is written."""
     out = Path(out)
     key = Path(key) if key is not None else default_key_path(out)
     _check_apart(out, key)
     order = sorted(runs, key=lambda r: r.view.trial_id)
     random.Random(int(study.manifest.get("seed") or 0)).shuffle(order)
+    numbered = [(f"run-{number:04d}", run) for number, run in enumerate(order, start=1)]
+    assigned = assign(raters, numbered, study) if raters else None
     secrets = secrets_of(study)
     (out / "packets").mkdir(parents=True, exist_ok=True)
     key_rows, template = [], []
-    for number, run in enumerate(order, start=1):
-        packet_id = f"run-{number:04d}"
+    for packet_id, run in numbered:
         text = sanitize(_packet_text(packet_id, run, fetch), secrets)
         (out / "packets" / f"{packet_id}.md").write_text(text, encoding="utf-8")
         key_rows.append({"packet_id": packet_id, "task_id": run.task,
                          "condition": run.condition, "run_id": run.repetition,
-                         "trial_id": run.view.trial_id})
-        template.append(dict({"packet_id": packet_id, "rater_id": None},
-                             **{f: None for f in RATER_FIELDS}))
+                         "trial_id": run.view.trial_id,
+                         "executor_ids": executors_of(study, run)})
+        for rater in (assigned[packet_id] if assigned else [None]):
+            template.append(dict({"packet_id": packet_id, "rater_id": rater},
+                                 **{f: None for f in RATER_FIELDS}))
     (out / "RUBRIC.md").write_text(sanitize(render_rubric(study.id), secrets), encoding="utf-8")
     (out / "raters.template.jsonl").write_text("".join(dumps(r) + "\n" for r in template))
     key.parent.mkdir(parents=True, exist_ok=True)
     key.write_text("".join(dumps(r) + "\n" for r in key_rows))
     return {"packets": len(order), "packets_dir": out / "packets", "rubric": out / "RUBRIC.md",
-            "key": key}
+            "key": key, "assigned": assigned}

@@ -1,4 +1,4 @@
-"""Cost per successful task and token totals per condition (SPEC A5, R5).
+"""Cost per successful task and token totals per condition.
 
 Cost covers every finished attempt, resubmitted ones included. An attempt without a cost is
 incomplete accounting: it is flagged, left out of the total, and makes the cost per success
@@ -44,15 +44,3 @@ def condition_tokens(runs: list[Run]) -> dict[str, Any]:
                      "runs_missing": len(values) - len(known)}
     return out
 
-
-def skill_activation(runs: list[Run], skill: str | None) -> dict[str, Any]:
-    """Loaded / not loaded / unknown from the trace (SPEC R6); misses and false positives."""
-    values = [run.counted_metrics.get("skill_loaded") for run in runs
-              if run.view.counted is not None]
-    loaded = sum(v is True for v in values)
-    not_loaded = sum(v is False for v in values)
-    known = loaded + not_loaded > 0
-    return {"skill": skill, "loaded": loaded, "not_loaded": not_loaded,
-            "unknown": sum(v is None for v in values),
-            "misses": not_loaded if skill and known else None,
-            "false_positives": loaded if not skill and known else None}

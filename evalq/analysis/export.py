@@ -1,20 +1,22 @@
-"""Per-trial exports: seed-002 JSONL rows and seed-003 results.jsonl rows.
+"""Per-trial exports: skill-activation trial rows and adjudicated results.jsonl rows.
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
-is strict JSON. An imported seed-003 study exports its rows as
+is strict JSON. An imported results study exports its rows as
 they were imported; a native study's rater fields are null (no rater scored them) and its
 hidden_validation_passed is the grader's verdict.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
 from evalq.workers.agents.numbers import cost_or_reason, count
+from evalq.analysis.rater_pool import executors_of
 from evalq.analysis.runs import RATER_FIELDS, Run
+from evalq.analysis.skill_activation import skill_revision
 
 
 def _condition(study: StudyRow, name: str) -> dict[str, Any]:
@@ -26,22 +28,26 @@ def _amount(value: Any) -> Any:
     return cost_or_reason(value)[0]
 
 
-def seed002_row(study: StudyRow, run: Run) -> dict[str, Any]:
-    """seed 002's per-trial row, plus evalq's outcome, attempt count and cost."""
+def seed002_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dict[str, Any]:
+    """The skill-activation per-trial row, plus the case's declared activation and evalq's
+    outcome, attempt count and cost. `skill_commit` is the skill's own revision."""
     cond = _condition(study, run.condition)
     env = study.manifest.get("environment") or {}
     counted = run.view.counted
     m = run.counted_metrics
     return {
         "case_id": run.task, "condition": run.condition,
-        "skill_commit": cond.get("commit"), "model": cond.get("model") or env.get("model_id"),
+        "skill_commit": skill_revision(study, run.condition),
+        "model": cond.get("model") or env.get("model_id"),
         "runtime": env.get("harness_version") or env.get("tool_version"),
         "trial": run.repetition, "skill_loaded": m.get("skill_loaded"),
-        "criteria": list(counted.criteria or []) if counted else [],
+        "criteria": [dict(c, index=i) for i, c in enumerate(counted.criteria or [])]
+        if counted else [],
         "elapsed_seconds": _amount(m.get("duration_seconds")),
         "input_tokens": count(m.get("input_tokens")),
         "output_tokens": count(m.get("output_tokens")),
         "artifacts": (counted.artifacts or None) if counted else None,
+        "skill_expected": ((labels or {}).get(run.task) or {}).get("skill_expected"),
         "study_id": study.id, "trial_id": run.view.trial_id, "outcome": run.outcome,
         "first_outcome": run.view.first.outcome if run.view.first else None,
         "attempts": len(run.view.attempts), "cost_usd": _amount(m.get("cost_usd")),
@@ -49,7 +55,7 @@ def seed002_row(study: StudyRow, run: Run) -> dict[str, Any]:
 
 
 def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
-    """seed 003's adjudicated result row for one run."""
+    """The adjudicated result row for one run."""
     counted = run.view.counted
     if run.imported and counted is not None:
         return finite(dict((counted.grade or {}).get("row") or {}))  # NaN it held: null
@@ -69,4 +75,5 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
                cycle_time_seconds=_amount(m.get("duration_seconds")), adjudicated=False,
                rater_ids=[], notes=(None if run.passed is not None else
                                     f"no valid outcome: {run.outcome or 'pending'}"))
+    row["executor_ids"] = executors_of(study, run)  # who may not rate it
     return row

@@ -57,7 +57,7 @@ def require(row: dict, key: str, kinds: tuple[type, ...], path: Path, number: in
     """row[key] if present and of the given type (bool is never taken for int)."""
     if key not in row:
         raise UserError(f"line {number} has no '{key}'", file=path, field=key,
-                        fix=f"add \"{key}\" to every row (seed 003 result schema)")
+                        fix=f"add \"{key}\" to every row (the adjudicated result row)")
     value = row[key]
     if value is None and nullable:
         return None

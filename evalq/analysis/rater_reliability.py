@@ -1,4 +1,4 @@
-"""Inter-rater reliability per binary outcome and per condition (SPEC A7; seed 003 §4.3, §7.3).
+"""Inter-rater reliability per binary outcome and per condition, and which runs lack two raters.
 
 Two raters who scored every run: Cohen's kappa. Anything else (rotating raters from a pool, any
 number of ratings per run): Fleiss' kappa in its generalisation to unequal numbers of ratings.
@@ -53,6 +53,29 @@ def agreement(items: list[dict[str, Optional[bool]]]) -> dict[str, Any]:
             "raters": raters}
 
 
+#: runs named in the incomplete-ratings block; the rest are counted
+NAMED_RUNS = 20
+
+
+def rater_coverage(runs: list[Run]) -> Optional[dict[str, Any]]:
+    """Runs scored by fewer than two independent raters, which the protocol needs for every
+    run: None for a study no rater was asked to score (native runs without ratings)."""
+    if not any(run.imported or run.ratings for run in runs):
+        return None
+    short = [run for run in runs if len({str(r.get("rater_id")) for r in run.ratings}) < 2]
+    return {"runs": len(runs), "under_two_raters": len(short),
+            "trials": [run.view.trial_id for run in short[:NAMED_RUNS]],
+            "complete": not short}
+
+
+def coverage_reason(coverage: Optional[dict[str, Any]]) -> list[str]:
+    """The claims reason incomplete ratings give, if any."""
+    if not coverage or coverage["complete"]:
+        return []
+    return [f"ratings incomplete: {coverage['under_two_raters']} of {coverage['runs']} runs "
+            "have fewer than two raters (each run needs two independent raters)"]
+
+
 def reliability(runs: list[Run], conditions: list[str],
                 primary_outcomes: tuple[str, ...]) -> dict[str, Any]:
     """The report's reliability block; outcomes maps each rater field to its agreement figures."""
@@ -60,6 +83,7 @@ def reliability(runs: list[Run], conditions: list[str],
     rated = any(run.ratings for run in runs)
     if not rated:
         return {"outcomes": {}, "low_reliability": None, "reasons": [],
+                "coverage": rater_coverage(runs),
                 "note": "no rater scores in this study (import raters.jsonl to report agreement)"}
     for outcome in RATER_FIELDS:
         block = agreement(_items(runs, outcome))
@@ -69,4 +93,5 @@ def reliability(runs: list[Run], conditions: list[str],
         outcomes[outcome] = block
     kappas = {o: outcomes[o]["kappa"] for o in primary_outcomes if outcomes[o]["n_items"]}
     flag, reasons = stats.low_reliability(kappas)
-    return {"outcomes": outcomes, "low_reliability": flag, "reasons": reasons, "note": None}
+    return {"outcomes": outcomes, "low_reliability": flag, "reasons": reasons,
+            "coverage": rater_coverage(runs), "note": None}

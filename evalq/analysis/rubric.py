@@ -1,6 +1,6 @@
-"""RUBRIC.md for rater packets, from seed 003's outcome definitions (§4.1, §5, §7.3).
+"""RUBRIC.md for rater packets, from the blinded-review protocol's outcome definitions.
 
-Seed 003 asks for a written definition, decision rule and examples per binary outcome and
+The protocol asks for a written definition, decision rule and examples per binary outcome and
 says how each one is used; the definitions below are its words, and the decision rules and
 examples are left for the study owner to write and freeze before any scoring starts.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from evalq.analysis.runs import RATER_FIELDS
 
-#: (definition, what the analysis does with it), per rater field, from seed 003.
+#: (definition, what the analysis does with it), per rater field, from the protocol.
 DEFINITIONS = {
     "passed": ("The run meets the task's frozen acceptance criteria.",
                "Task Pass Rate (TPR, primary H1) and Reliable Pass@k (RP@k, primary H2); "
@@ -40,7 +40,7 @@ def render_rubric(study_id: str) -> str:
              "decide it (say why in your notes); null is never read as false.", "",
              "The study owner fills in every decision rule and example below and freezes this "
              "file before scoring starts; changing it after seeing outcomes needs a new, "
-             "pre-registered scoring round (seed 003 §4.3).", ""]
+             "pre-registered scoring round.", ""]
     for field in RATER_FIELDS:
         definition, use = DEFINITIONS[field]
         lines += [f"## `{field}`", "", f"- Definition: {definition}", f"- Used for: {use}",

@@ -1,4 +1,4 @@
-"""Import of seed-003 results.jsonl (+ raters.jsonl, adjudications.jsonl) into the results database.
+"""Import of adjudicated results.jsonl (+ raters.jsonl, adjudications.jsonl) as a study.
 
 Storage (no extra table): a StudyRow whose lock has ``source = "seed-003"`` and the input
 digests; one TrialRow per (task, condition, run) and one finished AttemptRow each, whose
@@ -28,13 +28,14 @@ from evalq.results.store import StudyRow, TrialRow, init_db
 from evalq.analysis.import_write import ImportTransaction
 from evalq.analysis.jsonl import iter_jsonl
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
-from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated, check_result,
-                                          load_adjudications, load_ratings, run_key,
-                                          unmatched, without_lines)
+from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated,
+                                          check_rater_rules, check_result, load_adjudications,
+                                          load_ratings, rater_count, run_key, unmatched,
+                                          without_lines)
 
 SEED003_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
                       ("H4", "cpr", False), ("H5", "nrr", False))
-#: The default baseline of seed 003 (its control arm) when the results hold it.
+#: The protocol's default baseline (its control arm) when the results hold it.
 DEFAULT_BASELINE = "single_prompt"
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as a native manifest's id
 
@@ -49,9 +50,12 @@ class ImportSummary:
     adjudications: int
     lock_digest: str
     unchanged: bool = False  # the same inputs were imported before: nothing was written
+    #: runs scored by fewer than two raters (the protocol needs two per run); None: no
+    #: raters.jsonl was given
+    under_two_raters: Optional[int] = None
 
 
-def _file_digest(path: Optional[Path]) -> Optional[str]:
+def file_digest(path: Optional[Path]) -> Optional[str]:
     if path is None:
         return None
     digest = hashlib.sha256()
@@ -80,7 +84,7 @@ def default_baseline(conditions: list[str], candidate: Optional[str] = None) -> 
 
 def _hypotheses(conditions: list[str], baseline: Optional[str], candidate: Optional[str],
                 path: Path) -> list[dict]:
-    """Seed 003's H1-H5 for every candidate against the baseline (all others by default);
+    """The protocol's H1-H5 for every candidate against the baseline (all others by default);
     the primary ones of every pair form one Holm family in the report."""
     if len(conditions) < 2:
         return []
@@ -128,7 +132,7 @@ def _options_body(study_id: str, mode: str, suite_id: Optional[str], digests: di
             "mode": mode, "compare": {"baseline": baseline, "candidate": candidate}}
 
 
-def _already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
+def already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
     """The existing study when these exact inputs were imported before (a no-op); a study of
     that id with anything else is refused."""
     from sqlmodel import Session
@@ -145,7 +149,7 @@ def _already_imported(engine, study_id: str, body: dict) -> Optional[StudyRow]:
                     fix="give the changed study a new id; imported studies are immutable")
 
 
-def _summary_of(engine, study: StudyRow) -> "ImportSummary":
+def summary_of(engine, study: StudyRow) -> "ImportSummary":
     from sqlalchemy import func, select
 
     with engine.connect() as conn:
@@ -173,13 +177,13 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
     results_path = Path(results_path)
     raters = Path(raters_path) if raters_path else None
     adjud = Path(adjudications_path) if adjudications_path else None
-    digests = {"results_digest": _file_digest(results_path), "raters_digest": _file_digest(raters),
-               "adjudications_digest": _file_digest(adjud)}
+    digests = {"results_digest": file_digest(results_path), "raters_digest": file_digest(raters),
+               "adjudications_digest": file_digest(adjud)}
     body = _options_body(study_id, mode, suite_id, digests, baseline, candidate)
     engine = init_db(database_url)
-    existing = _already_imported(engine, study_id, body)
+    existing = already_imported(engine, study_id, body)
     if existing is not None:
-        return _summary_of(engine, existing)
+        return summary_of(engine, existing)
     problems = Problems()
     ratings = load_ratings(raters, problems) if raters else {}
     adjudications = load_adjudications(adjud, problems) if adjud else {}
@@ -202,6 +206,8 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                                     fix="give every (task_id, condition, run_id) one row")
                 if key in adjudications:
                     check_adjudicated(adjudications[key], row, adjud)
+                check_rater_rules(key, row, ratings.get(key, []), adjudications.get(key, []),
+                                  raters, adjud)
             except UserError as exc:
                 problems.add(exc)
                 continue
@@ -226,14 +232,16 @@ def import_results(database_url: str, results_path: str | Path, study_id: str, *
                     "repetitions": max(cells.values()), "seed": 0, "mode": mode,
                     "hypotheses": _hypotheses(conditions, baseline, candidate, results_path),
                     "primary_metrics": ["tpr", "rp_at_k", "rfr"],
-                    "description": f"imported from {results_path.name} (seed 003 results)"}
+                    "description": f"imported from {results_path.name} (adjudicated results)"}
         n_ratings = sum(len(v) for v in ratings.values())
         n_adjud = sum(len(v) for v in adjudications.values())
         lock_body = dict(body, suite_digest=data_digest(tasks), task_labels=labels,
                          ratings=n_ratings, adjudication_rows=n_adjud)
         lock = dict(lock_body, lock_digest=data_digest(lock_body))
         tx.finish(manifest, lock)
+    short = sum(1 for key in seen if rater_count(ratings.get(key, [])) < 2)
     return ImportSummary(study_id=study_id, runs=len(seen), tasks=len(tasks),
                          conditions=conditions, ratings=n_ratings, adjudications=n_adjud,
-                         lock_digest=lock["lock_digest"])
+                         lock_digest=lock["lock_digest"],
+                         under_two_raters=short if raters else None)
 

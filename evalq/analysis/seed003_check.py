@@ -1,4 +1,5 @@
-"""Validation of seed-003 input rows (results, raters, adjudications), one problem per bad row.
+"""Validation of adjudicated-results input rows (results, raters, adjudications), one
+problem per bad row.
 
 Each check raises the row's first problem as a UserError naming the file, the line and the
 field; `Problems` gathers them so a whole file is reported at once (evalq.analysis.seed003).
@@ -7,11 +8,12 @@ field; `Problems` gathers them so a whole file is reported at once (evalq.analys
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from evalq.errors import UserError, UserErrors
 from evalq.analysis.jsonl import iter_jsonl, require
 from evalq.analysis.runs import RATER_FIELDS, VALIDATION_FIELDS
+from evalq.study.executor import executors
 
 REQUIRED = ("task_id", "condition", "run_id", "run_order", "env", "artifact_path",
             "blinded_artifact_path", *RATER_FIELDS, "cycle_time_seconds", "adjudicated",
@@ -55,14 +57,14 @@ class Problems:
 
 
 def check_result(row: dict, path: Path, number: int) -> Key:
-    """Validate one results.jsonl row (seed 003 schema); the first problem is raised."""
+    """Validate one results.jsonl row; the first problem is raised."""
     key = run_key(row, path, number)
     for field in REQUIRED:
         if field not in row:
             raise UserError(f"line {number} has no '{field}'", file=path, field=field,
-                            fix=f"add \"{field}\" to every row (seed 003 result schema)")
+                            fix=f"add \"{field}\" to every row (the adjudicated result row)")
     for field in (*RATER_FIELDS, *VALIDATION_FIELDS):
-        if field in row:  # null: nobody resolved it (seed 002's unresolved criterion)
+        if field in row:  # null: nobody resolved it (an unresolved criterion)
             require(row, field, (bool,), path, number, nullable=True)
     order = require(row, "run_order", (int,), path, number)
     if not 0 <= order <= MAX_INT:
@@ -72,6 +74,13 @@ def check_result(row: dict, path: Path, number: int) -> Key:
     require(row, "adjudicated", (bool,), path, number)
     require(row, "rater_ids", (list,), path, number)
     require(row, "cycle_time_seconds", (int, float), path, number, nullable=True)
+    if "executor_id" in row:  # who executed the run: never one of its raters
+        require(row, "executor_id", (str, int), path, number, nullable=True)
+    if "executor_ids" in row:
+        ids = require(row, "executor_ids", (list,), path, number, nullable=True)
+        if any(not isinstance(i, str) for i in ids or []):
+            raise UserError(f"line {number}: 'executor_ids' is {ids!r}", file=path,
+                            field="executor_ids", fix="give executor_ids as a list of rater ids")
     return key
 
 
@@ -110,7 +119,7 @@ def load_ratings(path: Path, problems: Problems) -> dict[Key, list[dict]]:
 
 
 def load_adjudications(path: Path, problems: Problems) -> dict[Key, list[dict]]:
-    """Rows of {task_id, condition, run_id, [adjudicator_id], <rater field>: bool, ...}.
+    """Rows of {task_id, condition, run_id, [adjudicator_id], <rater field>: bool or null, ...}.
 
     The adjudicated value is the final score; it is checked against results.jsonl as that
     file is read (`check_adjudicated`).
@@ -121,8 +130,8 @@ def load_adjudications(path: Path, problems: Problems) -> dict[Key, list[dict]]:
         if not fields:
             raise UserError(f"line {number} adjudicates no outcome", file=path,
                             field="passed", fix=f"give one of {', '.join(RATER_FIELDS)}")
-        for field in fields:
-            require(row, field, (bool,), path, number)
+        for field in fields:  # null: the adjudicator could not resolve it (kept unresolved)
+            require(row, field, (bool,), path, number, nullable=True)
         return dict(fields, adjudicator_id=row.get("adjudicator_id"))
 
     return _grouped(path, problems, adjudication)
@@ -151,3 +160,41 @@ def unmatched(entries: dict[Key, list[dict]], seen: set[Key], path: Path, what: 
 
 def without_lines(entries: list[dict]) -> list[dict]:
     return [{k: v for k, v in e.items() if k != "_line"} for e in entries]
+
+
+def _run_name(key: Key) -> str:
+    return f"({key[0]}, {key[1]}, run {key[2]})"
+
+
+def check_rater_rules(key: Key, row: dict, ratings: list[dict], adjudications: list[dict],
+                      raters_path: Optional[Path], adjud_path: Optional[Path]) -> None:
+    """The protocol's rules for one run's scores, the first broken one raised: nobody scores
+    or adjudicates a run they executed, and every outcome the raters disagree on is settled
+    by an adjudication (the adjudicated value is the final score)."""
+    ran = executors(row.get("executor_ids", row.get("executor_id")))
+    if ran:
+        for entries, path, role, field in ((ratings, raters_path, "rater", "rater_id"),
+                                           (adjudications, adjud_path, "adjudicator",
+                                            "adjudicator_id")):
+            for entry in entries:
+                who = entry.get(field)
+                if who is not None and str(who) in ran:
+                    raise UserError(f"line {entry['_line']}: {role} {who} executed the run "
+                                    f"{_run_name(key)} and may not score it", file=path,
+                                    field=field, fix="have a rater from the pool who did not "
+                                                     "execute the run score it")
+    settled = {f for entry in adjudications for f in entry if f in RATER_FIELDS}
+    for field in RATER_FIELDS:
+        scored = [e for e in ratings if e.get(field) is not None]
+        if len({e[field] for e in scored}) > 1 and field not in settled:
+            ids = ", ".join(sorted(str(e["rater_id"]) for e in scored))
+            raise UserError(f"line {scored[0]['_line']}: raters {ids} disagree on {field} for "
+                            f"{_run_name(key)} and no adjudication settles it",
+                            file=raters_path, field=field,
+                            fix="add the third blinded rater's value of it to "
+                                "adjudications.jsonl and pass --adjudications")
+
+
+def rater_count(ratings: list[dict]) -> int:
+    """Distinct raters of one run."""
+    return len({str(r["rater_id"]) for r in ratings})

@@ -1,4 +1,4 @@
-"""Grouping results by adoption track and split (SPEC S3): results are never pooled across tracks."""
+"""Grouping results by adoption track and split : results are never pooled across tracks."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ UNTRACKED = "untracked"
 
 
 def labels_from_fixtures(fixtures) -> dict[str, dict]:
-    """{task: {track, split, suitable}} from loaded fixtures; a task with no track is 'untracked'."""
+    """{task: {track, split, suitable, skill_expected}} from loaded fixtures; a task with no
+    track is 'untracked'."""
     return {f.id: {"track": f.spec.track or UNTRACKED, "split": f.spec.split,
-                   "suitable": f.spec.suitable} for f in fixtures}
+                   "suitable": f.spec.suitable, "skill_expected": f.spec.skill_expected}
+            for f in fixtures}
 
 
 def task_labels(study_row) -> dict[str, dict]:
@@ -25,7 +27,9 @@ def task_labels(study_row) -> dict[str, dict]:
     recorded = (study_row.lock or {}).get("task_labels")
     if recorded is not None:
         return {task: {"track": v.get("track") or UNTRACKED, "split": v.get("split"),
-                       "suitable": v.get("suitable", True)} for task, v in recorded.items()}
+                       "suitable": v.get("suitable", True),
+                       "skill_expected": v.get("skill_expected")}
+                for task, v in recorded.items()}
     path = study_row.manifest_path
     if path and Path(path).is_file():
         try:

@@ -36,7 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("evalq.cli.fixtures_cmd:grade",
               "Grade a workspace against a fixture's hidden tests."),
     "import": ("evalq.cli.analysis_cmd:import_",
-               "Import a seed-003 results.jsonl as a study in the results database."),
+               "Import adjudicated results.jsonl rows, or skill-activation trial rows, as a "
+               "study."),
     "plan": ("evalq.cli.plan_cmd:plan",
              "Simulate power and CI width over a grid of designs from a pilot, and forecast "
              "cost and time."),

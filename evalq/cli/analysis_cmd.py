@@ -73,24 +73,38 @@ def compare(baseline: str, candidate: str, out: tuple[str, ...]) -> None:
               help="Candidate condition (default: every other condition, each compared with "
                    "the baseline; Holm over all their primary hypotheses).")
 @click.option("--suite-id", default=None, help="Task-suite identifier to record.")
+@click.option("--format", "fmt_", type=click.Choice(["results", "trials"]), default="results",
+              show_default=True,
+              help="results: adjudicated results.jsonl rows (with --raters, --adjudications); "
+                   "trials: skill-activation trial rows (case_id, condition, skill_commit, "
+                   "model, trial, skill_loaded, criteria, ...), one model per file.")
 def import_(results: str, study_id: str, raters: str | None, adjudications: str | None,
             mode: str, baseline: str | None, candidate: str | None,
-            suite_id: str | None) -> None:
-    """Import a seed-003 results.jsonl as a study in the results database.
+            suite_id: str | None, fmt_: str) -> None:
+    """Import adjudicated results.jsonl rows, or skill-activation trial rows, as a study.
 
     One transaction: a bad row (each is named with its line) leaves the database unchanged.
     Importing the same files with the same options again is a no-op; other inputs under an
-    existing study id are refused.
+    existing study id are refused. Raters who disagree need an adjudication, and nobody may
+    rate a run they executed (its executor_id).
     """
     from evalq.analysis.seed003 import import_results
+    from evalq.analysis.trial_import import import_trials
     from evalq.config import load_settings
     from evalq.results.store import removed_if_failed
 
     settings = load_settings()
+    if fmt_ == "trials" and (raters or adjudications):
+        raise UserError("trial rows carry no rater scores", field="--raters",
+                        fix="leave out --raters and --adjudications with --format trials")
     with removed_if_failed(settings.database_url):  # a refused import leaves no new database
-        summary = import_results(settings.database_url, results, study_id, raters_path=raters,
-                                 adjudications_path=adjudications, mode=mode,
-                                 baseline=baseline, candidate=candidate, suite_id=suite_id)
+        if fmt_ == "trials":
+            summary = import_trials(settings.database_url, results, study_id)
+        else:
+            summary = import_results(settings.database_url, results, study_id,
+                                     raters_path=raters, adjudications_path=adjudications,
+                                     mode=mode, baseline=baseline, candidate=candidate,
+                                     suite_id=suite_id)
     if summary.unchanged:
         click.echo(f"study {summary.study_id}: already imported from these files; unchanged "
                    f"({summary.runs} runs)")
@@ -99,6 +113,10 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
                f"tasks ({', '.join(summary.conditions)}), {summary.ratings} ratings, "
                f"{summary.adjudications} adjudications; report with "
                f"`evalq report {summary.study_id}`")
+    if summary.under_two_raters:
+        click.echo(f"warning: ratings incomplete: {summary.under_two_raters} of {summary.runs} "
+                   "runs have fewer than two raters (each run needs two independent raters); "
+                   "the report's claims are exploratory until they are scored")
 
 
 @click.command()
@@ -108,7 +126,10 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
 @click.option("--key", "key_path", type=click.Path(dir_okay=False), default=None,
               help="Where the unblinding key goes (default: OUT.key.jsonl beside OUT; never "
                    "inside OUT).")
-def blind(study: str, out: str, key_path: str | None) -> None:
+@click.option("--rater", "raters", multiple=True,
+              help="A rater of the pool (repeat; at least two): each packet is assigned to two "
+                   "of them, never to the person who executed its run.")
+def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -> None:
     """Write blinded rater packets (condition labels stripped), a rubric, and apart, their key."""
     from evalq.analysis.blind import write_packets
     from evalq.analysis.runs import study_runs
@@ -121,8 +142,12 @@ def blind(study: str, out: str, key_path: str | None) -> None:
         return store.get(ref) if store.exists(ref) else None
 
     row, runs = study_runs(engine, study_id_of(study))
-    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None)
+    result = write_packets(row, runs, Path(out), fetch, Path(key_path) if key_path else None,
+                           list(raters) or None)
     click.echo(f"{result['packets']} packets: {result['packets_dir']}")
+    if result["assigned"]:
+        click.echo(f"two raters per packet (none scores a run they executed): "
+                   f"{Path(out) / 'raters.template.jsonl'}")
     click.echo(f"rubric (fill in the decision rules before scoring): {result['rubric']}")
     click.echo(f"key (keep it from the raters): {result['key']}")
 
@@ -130,7 +155,7 @@ def blind(study: str, out: str, key_path: str | None) -> None:
 @click.command()
 @click.argument("study", type=STUDY)
 @click.option("--format", "fmt_", type=click.Choice(["jsonl", "results"]), required=True,
-              help="jsonl: seed-002 per-trial rows; results: seed-003 results.jsonl.")
+              help="jsonl: skill-activation trial rows; results: adjudicated results.jsonl rows.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""
@@ -140,7 +165,15 @@ def export(study: str, fmt_: str, out: str) -> None:
 
     engine, _ = engine_and_settings()
     row, runs = study_runs(engine, study_id_of(study))
-    make = seed002_row if fmt_ == "jsonl" else seed003_row
+    if fmt_ == "jsonl":
+        from evalq.analysis.tracks import task_labels
+
+        labels = task_labels(row)
+
+        def make(study, run):
+            return seed002_row(study, run, labels)
+    else:
+        make = seed003_row
     if not runs:
         raise UserError(f"study '{row.id}' has no trials", fix="run or import it first")
     n = write_jsonl((make(row, r) for r in runs), out)

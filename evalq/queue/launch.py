@@ -26,6 +26,7 @@ from evalq.gcpause import cyclic_gc_paused
 from evalq.queue.messages import message_for, shown_as, trial_label
 from evalq.queue.publish import batch_sender
 from evalq.study.agent_source import publish_sources
+from evalq.study.executor import executor_id, record_executor, with_executor
 from evalq.study.skills import publish_skills
 from evalq.study.lock import freeze, verify_lock
 from evalq.study.budgets import longest_trial_seconds, task_limits
@@ -108,8 +109,8 @@ def prepare_study(study: Study, settings: Settings, limit: int | None = None,
         lock = dict(lock, published_agent_sources=publish_sources(
             store, study.sources, lock.get("agent_sources") or {}))
     # outside lock_digest, like published_skills: where agents ran is a worker setting
-    lock = dict(lock, agent_sandbox=settings.agent_sandbox,
-                sealed=settings.agent_sandbox != "none")
+    lock = with_executor(dict(lock, agent_sandbox=settings.agent_sandbox,
+                              sealed=settings.agent_sandbox != "none"), executor_id())
     manifest = study.manifest
     digests = {f.id: f.digest for f in study.fixtures}
     row = StudyRow(id=study.id, manifest=manifest.model_dump(mode="json"),
@@ -150,6 +151,7 @@ def _launch(app, prepared: Prepared, resume: bool) -> LaunchSummary:
     study, engine = prepared.study, prepared.engine
     if not prepared.trials or study_exists(engine, study.id):
         save_study(engine, prepared.row, prepared.trials)
+        record_executor(engine, study.id, executor_id())  # whoever resumes executes runs too
         return send_trials(app, study, engine, resume)
     to_send = first_sends(prepared)
 

@@ -20,11 +20,13 @@ from evalq.report.preregistration import claim_reasons, plan_record
 from evalq import __version__
 from evalq.gcpause import cyclic_gc_paused
 from evalq.analysis.compare import Pair, compare_pairs
-from evalq.analysis.cost_summary import condition_cost, condition_tokens, skill_activation
+from evalq.analysis.cost_summary import condition_cost, condition_tokens
+from evalq.analysis.skill_activation import activation_block, condition_activation, skill_revision
 from evalq.analysis.condition_metrics import METRIC_OUTCOMES, condition_metrics, pass_k_tables, task_values
 from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
-from evalq.analysis.rater_reliability import reliability as reliability_block
+from evalq.analysis.rater_reliability import coverage_reason, reliability as reliability_block
+from evalq.analysis.environment_split import environment_split, split_reasons
 from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
 from evalq.results.store import first_started_at
 from evalq.planning.wall_check import wall_time_check
@@ -296,7 +298,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
 
 
 def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,
-                      k: int) -> dict[str, Any]:
+                      k: int, labels: dict) -> dict[str, Any]:
     """Per condition: outcomes, metrics with CIs and pass@k (pooled only when there is one
     track: results are never aggregated across tracks), tokens and skill activation."""
     pooled = next(iter(groups.values())) if len(groups) == 1 else None
@@ -318,7 +320,8 @@ def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,
         cond_def = next((c for c in study.manifest.get("conditions", [])
                          if c.get("name") == name), {})
         summary["tokens"] = condition_tokens(mine)
-        summary["skill_activation"] = skill_activation(mine, cond_def.get("skill"))
+        summary["skill_activation"] = condition_activation(
+            mine, cond_def.get("skill"), skill_revision(study, name), labels)
         conditions[name] = summary
     return conditions
 
@@ -367,11 +370,20 @@ def _report(study, runs: list[Run], n_resamples: int,
     groups = {track: _group_report(study, [r for r in runs if r.task in task_sets[track]], names,
                                    tests=tests, seed=seed, n_resamples=n_resamples)
               for track in tracks}
-    conditions = _conditions_block(study, runs, names, groups, k)
+    conditions = _conditions_block(study, runs, names, groups, k, labels)
     comparisons = [dict(comp, track=track) for track, group in groups.items()
                    for comp in group["comparisons"]]
     track_block = _tracks_block(runs, names, tracks, labels, groups)
     reliability = reliability_block(runs, names, _primary_outcomes(study, comparisons))
+
+    def part_comparisons(part: list[Run]) -> list[dict[str, Any]]:
+        """One environment's comparisons, per track like the study's own."""
+        return [dict(comp, track=track) for track in tracks
+                for comp in _group_report(study, [r for r in part if r.task in task_sets[track]],
+                                          names, tests=tests, seed=seed,
+                                          n_resamples=n_resamples)["comparisons"]]
+
+    split = environment_split(runs, part_comparisons)
     warn, warn_reasons = _power(runs, names, groups)
     sealed = sealing(study.lock, (a for r in runs for a in r.view.attempts))
     plan = plan_record(study.lock, first_run_at)
@@ -402,6 +414,12 @@ def _report(study, runs: list[Run], n_resamples: int,
         "low_reliability": reliability["low_reliability"],
         "reliability_reasons": reliability["reasons"],
         "reliability_note": reliability["note"],
+        # runs with fewer than two raters, where raters score the study (None: nobody does)
+        "rater_coverage": reliability["coverage"],
+        # each environment's part of a study whose environment changed (None: it did not)
+        "environment_split": split,
+        # per model: each case's loads, misses, false positives and latency per condition
+        "skill_activation": activation_block(study, runs, labels),
         "power_warning": warn,
         "power_warning_reasons": warn_reasons,
         "worker_environments": study_environment_flag(
@@ -414,7 +432,8 @@ def _report(study, runs: list[Run], n_resamples: int,
         "power_plan": plan,
         "model_pinning": pinning,
         "claims": _claims(mode, tests, warn, reliability["low_reliability"], comparisons, sealed,
-                          plan, agent_warnings + _left_out(runs) + pinning_reasons(pinning)),
+                          plan, agent_warnings + _left_out(runs) + pinning_reasons(pinning)
+                          + coverage_reason(reliability["coverage"]) + split_reasons(split)),
         "trial_rows": [_trial_row(r, labels, error_kinds.get(r.view.trial_id)) for r in runs],
         "grading_integrity": integrity_block(views),
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalq.report.activation_lines import activation_lines
 from evalq.report.agent_error_lines import agent_error_lines
 from evalq.report.integrity import integrity_lines
 from evalq.analysis.condition_metrics import LABELS, METRICS, label
@@ -22,6 +23,7 @@ from evalq.report.answer import answer_lines
 from evalq.report.definitions import definition_lines
 from evalq.report.mdtext import inert
 from evalq.report.preregistration import describe as describe_plan
+from evalq.report.review_lines import coverage_lines, split_lines
 from evalq.planning.wall_check import describe as describe_wall_time
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
@@ -241,18 +243,11 @@ def _cost(report: dict[str, Any]) -> list[str]:
                      f"{tok('cache_write_tokens')} |")
     lines += ["", "Cost per success = cost of all attempts / correct runs. Runs with incomplete "
               "accounting are flagged and left out of cost totals.", ""]
-    skills = [(n, c["skill_activation"]) for n, c in report["conditions"].items()]
-    lines += ["| condition | skill | loaded | not loaded | unknown | misses | false positives |",
-              "|---|---|---|---|---|---|---|"]
-    for name, s in skills:
-        lines.append(f"| {inert(name, 80)} | {inert(s['skill'], 80) or 'none'} | {s['loaded']} | {s['not_loaded']} | "
-                     f"{s['unknown']} | {fmt.count(s['misses'])} | "
-                     f"{fmt.count(s['false_positives'])} |")
-    return lines + [""]
+    return lines
 
 
 def _reliability(report: dict[str, Any]) -> list[str]:
-    lines = ["## Inter-rater reliability", ""]
+    lines = ["## Inter-rater reliability", ""] + coverage_lines(report)
     if not report["reliability"]:
         return lines + [report["reliability_note"] or "unavailable", ""]
     flag = report["low_reliability"]
@@ -407,7 +402,8 @@ def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
     lines = ([f"# evalq report: {inert(report['study']['id'], 200, False)}", ""]
              + answer_lines(report) + _outcomes(report) + agent_error_lines(report)
              + definition_lines(report)
-             + _metrics(report) + _comparisons(report) + _grid(report) + _cost(report)
+             + _metrics(report) + _comparisons(report) + split_lines(report) + _grid(report)
+             + _cost(report) + activation_lines(report)
              + _reliability(report) + _tracks(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)
              + _provenance(report))

@@ -77,3 +77,24 @@ def generate(folder: Path, *, tasks: int = 10, k: int = 3, seed: int = 1,
         paths[name] = folder / f"{name}.jsonl"
         paths[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
     return paths
+
+
+def adjudicate(paths: dict[str, Path]) -> Path:
+    """Write adjudications.jsonl settling every outcome the raters of a run disagree on with
+    the results row's value (what a third rater decided), and return its path."""
+    results = [json.loads(line) for line in paths["results"].read_text().splitlines()]
+    final = {(r["task_id"], r["condition"], r["run_id"]): r for r in results}
+    scores: dict = {}
+    for line in paths["raters"].read_text().splitlines():
+        r = json.loads(line)
+        scores.setdefault((r["task_id"], r["condition"], r["run_id"]), []).append(r)
+    rows = []
+    for key, ratings in scores.items():
+        split = {f: final[key][f] for f in FIELDS
+                 if len({r[f] for r in ratings if r[f] is not None}) > 1}
+        if split:
+            rows.append({"task_id": key[0], "condition": key[1], "run_id": key[2],
+                         "adjudicator_id": "r9", **split})
+    paths["adjudications"] = paths["raters"].parent / "adjudications.jsonl"
+    paths["adjudications"].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return paths["adjudications"]

@@ -40,7 +40,8 @@ def _rewrite(path, rows):
 
 def test_failure_on_the_last_row_leaves_the_database_unchanged(tmp_path, db_url, monkeypatch):
     kept = generate(tmp_path / "kept", tasks=2, k=2)
-    import_results(db_url, kept["results"], "kept", raters_path=kept["raters"])
+    import_results(db_url, kept["results"], "kept", raters_path=kept["raters"],
+                   adjudications_path=kept["adjudications"])
     before = _snapshot(db_url)
     assert len(before["attempts"]) == 8
     paths = generate(tmp_path / "data", tasks=6, k=3)

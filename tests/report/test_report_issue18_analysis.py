@@ -16,7 +16,7 @@ from scipy import stats as sps
 
 from conftest import run_cli
 from report_native_rows import make_study
-from report_seed003_gen import generate
+from report_seed003_gen import adjudicate, generate
 
 from evalq.results.store import init_db, read_study
 
@@ -60,6 +60,7 @@ def _three_conditions(folder):
             row["passed"] = None  # an unresolved criterion
     _write(paths["results"], results)
     _write(paths["raters"], raters)
+    adjudicate(paths)  # the third rater settles every disagreement
     return paths, results, raters
 
 
@@ -92,7 +93,8 @@ def test_three_conditions_rotating_raters_nulls_and_pass_at_every_k(tmp_path):
     paths, rows, raters = _three_conditions(tmp_path / "data")
     env = {"EVALQ_DATABASE_URL": f"sqlite:///{tmp_path}/e.db", "EVALQ_HOME": str(tmp_path / "h")}
     proc = run_cli(["import", str(paths["results"]), "--study", "s3",
-                    "--raters", str(paths["raters"])], env)
+                    "--raters", str(paths["raters"]),
+                    "--adjudications", str(paths["adjudications"])], env)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "r.json"
     assert run_cli(["report", "s3", "--format", "json", "--out", str(out)], env).returncode == 0
