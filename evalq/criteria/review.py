@@ -3,8 +3,9 @@
 Ratings live in the attempt's grade (`ratings`: one row per rater, `adjudications`: the third
 rater's final values, `scores`: an imported run's adjudicated row; evalq.analysis.seed003
 writes them, this module only reads). The adjudicated value is the adjudicator's where there
-is one, else the raters' when they all agree; raters who disagree with no adjudication leave
-the criterion unresolved (null), as does a run nobody rated.
+is one, else the raters' when they all agree (or, with no rating rows at all, the imported
+row's); raters who disagree with no adjudication leave the criterion unresolved (null), as
+do ratings that leave the field unscored and a run nobody rated.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def adjudicated(grade: Optional[Mapping[str, Any]], field: str
     if final:
         return final[-1], f"adjudicated {_word(final[-1])} (raters: {shown or 'none'})", ratings
     scores = grade.get("scores") if isinstance(grade.get("scores"), dict) else None
+    if ratings and not given:
+        return None, f"no rater scored it ({shown})", ratings
     if scores is not None and isinstance(scores.get(field), bool) and not _split(given):
         return scores[field], f"adjudicated row {_word(scores[field])} (raters: " \
                               f"{shown or 'none'})", ratings

@@ -53,10 +53,10 @@ class TraceRule(_Strict):
         if self.event is not None and self.event != "tool_call" and (
                 self.tool is not None or self.succeeded is not None):
             raise ValueError("tool and succeeded apply to event = \"tool_call\" only")
+        if self.max_count is not None and "min_count" not in self.model_fields_set:
+            self.min_count = min(self.min_count, self.max_count)  # max_count = 0: "never"
         if self.max_count is not None and self.max_count < self.min_count:
             raise ValueError("max_count is below min_count")
-        if self.max_count == 0:
-            self.min_count = 0
         return self
 
 
