@@ -171,7 +171,7 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
                   for c in d["failed_checks"]]
     else:
         lines.append("failed checks: unavailable (no per-check verdicts recorded)")
-    lines += criterion_lines(d["criteria"])
+    lines += criterion_lines(d.get("criteria"))
     if d["diff"] is None:
         lines.append(f"diff: unavailable ({d['diff_unavailable']})")
     else:
