@@ -4,7 +4,9 @@ Which trajectory counts: the `transcript` artifact the worker wrote after the ru
 agent's adapter from what the sandbox captured of the agent process's own output stream (for
 mini-swe-agent, the trajectory file the worker told it to write in its logs folder). Nothing
 in the agent's workspace is ever read for it, so a trajectory-shaped file the agent writes
-there is just a file of its workspace. The rule reads events, never runs code:
+there is just a file of its workspace. The stream is the agent program's own account, not an
+independent observation (a command the agent runs shares its user in the sandbox): a trace
+criterion says what the harness reported. The rule reads events, never runs code:
 
 - `tool_call`: one per tool call (its name, its arguments as JSON text, whether its result
   was an error);

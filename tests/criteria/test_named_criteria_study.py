@@ -156,6 +156,22 @@ def test_markdown_html_show_and_status_name_the_criteria(study):
     assert "reviewers accept it:" in status.stdout and "unresolved" in status.stdout
 
 
+def test_the_per_trial_export_carries_each_criterion(study, tmp_path):
+    home, _, _ = study
+    out = tmp_path / "trials.jsonl"
+    proc = run_cli(["export", "named", "--format", "jsonl", "--out", str(out)],
+                   {"EVALQ_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 * 4 * REPS
+    for row in rows:
+        assert [c["index"] for c in row["criteria"]] == [0, 1, 2, 3, 4]
+        named = {c["name"]: c["passed"] for c in row["criteria"]}
+        for name, met in EXPECTED_MET.items():
+            assert named[name] is met[row["condition"]]
+        assert named["reviewers accept it"] is None
+
+
 def test_a_study_without_named_criteria_reports_none(tmp_path, fixture_copies):
     from conftest import write_study
 
