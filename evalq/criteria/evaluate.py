@@ -134,3 +134,22 @@ def ungraded(criteria: Optional[list[CriterionSpec]], transcript: Optional[bytes
     if not criteria:
         return None
     return run_results(criteria, [], transcript, f"not graded: {why}")
+
+
+def reference_problems(criteria: Optional[list[CriterionSpec]], checks: list[dict]
+                       ) -> list[str]:
+    """What the correct reference's checks say is wrong with the hidden criteria: a group
+    that names no check the hidden tests have (a typo would leave every run unresolved), or a
+    group the correct solution does not pass."""
+    problems = []
+    for spec in criteria or []:
+        if spec.kind != "hidden":
+            continue
+        result = hidden_result(spec, checks, None)
+        if not result["checks"]:
+            problems.append(f"criterion '{spec.name}' names no hidden check (patterns: "
+                            + ", ".join(spec.checks or []) + ")")
+        elif result["passed"] is not True:
+            problems.append(f"correct reference does not meet criterion '{spec.name}': "
+                            f"{result['evidence']}")
+    return problems

@@ -133,3 +133,17 @@ def test_outcome_derivation_keeps_what_the_checks_cannot_decide():
 
 def test_the_criteria_study_text_declares_every_kind():
     assert all(f'kind = "{k}"' in CRITERIA for k in ("hidden", "trace", "review"))
+
+
+def test_fixtures_check_refuses_a_group_that_names_no_check(tmp_path):
+    good = criteria_fixture(tmp_path / "ok", "slug-ok", "directed-integration", "textutil")
+    proc = run_cli(["fixtures", "check", str(good), "--sandbox", "bwrap"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    typo = criteria_fixture(tmp_path / "typo", "slug-typo", "directed-integration", "textutil")
+    manifest = typo / "fixture.toml"
+    manifest.write_text(manifest.read_text().replace('"test_strips_*"', '"test_strip_ends*"')
+                        .replace('"test_no_hyphen_at_either_end*"', '"test_no_hyphens*"'))
+    run_cli(["fixtures", "freeze", str(typo)])
+    proc = run_cli(["fixtures", "check", str(typo), "--sandbox", "bwrap"], timeout=300)
+    assert proc.returncode != 0
+    assert "criterion 'no hyphen at the ends' names no hidden check" in proc.stdout + proc.stderr
