@@ -123,6 +123,9 @@ def graded(criteria: Optional[list[CriterionSpec]], outcome: str, reason: Option
     if not checks:
         why = f"no hidden check ran ({reason or outcome})"
     results = run_results(criteria, checks, transcript, why)
+    if outcome in ("grading_failure", "infrastructure_failure"):  # evalq's, not the agent's
+        results = [dict(r, passed=None, evidence=f"the grader gave no verdict ({reason})")
+                   if r["kind"] == "hidden" else r for r in results]
     outcome, reason = derived_outcome(outcome, reason, results, checks, tampered)
     return outcome, reason, results
 

@@ -147,3 +147,21 @@ def test_fixtures_check_refuses_a_group_that_names_no_check(tmp_path):
     proc = run_cli(["fixtures", "check", str(typo), "--sandbox", "bwrap"], timeout=300)
     assert proc.returncode != 0
     assert "criterion 'no hyphen at the ends' names no hidden check" in proc.stdout + proc.stderr
+
+
+def test_a_grading_failure_leaves_hidden_criteria_unresolved():
+    from evalq.criteria.evaluate import graded
+
+    specs = [CriterionSpec(name="core", kind="hidden", checks=["*"]),
+             CriterionSpec(name="trace", kind="trace", required=False,
+                           rule=TraceRule(event="tool_call", tool="edit"))]
+    edited = json.dumps(_trajectory(_agent("edit", {"f": 1}))).encode()
+    outcome, reason, results = graded(specs, "grading_failure", "grader exceeded its time limit",
+                                      [], None, edited)
+    assert (outcome, reason) == ("grading_failure", "grader exceeded its time limit")
+    assert results[0]["passed"] is None and "no verdict" in results[0]["evidence"]
+    assert results[1]["passed"] is True
+    outcome, _, results = graded(specs, "incorrect", "test run exited 2 without a test report",
+                                 [], None, edited)
+    assert outcome == "incorrect" and results[0]["passed"] is False
+    assert graded(None, "correct", None, [], None, None) == ("correct", None, None)
