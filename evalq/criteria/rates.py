@@ -9,6 +9,7 @@ counted apart, never as failures. Tracks are never pooled.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Mapping, Optional
 
 from sqlalchemy import Text, cast, select
@@ -23,8 +24,6 @@ from evalq.stats.metrics import mean_of_defined, task_rates
 
 def stored_results(engine, study_id: str) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """{(trial id, attempt): criterion results} of a study's attempts that have any."""
-    import json
-
     c = AttemptRow.__table__.c
     statement = select(c.trial_id, c.attempt, cast(c.criterion_results, Text)).where(
         c.study_id == study_id, c.criterion_results.isnot(None))
