@@ -142,6 +142,10 @@ def test_markdown_html_show_and_status_name_the_criteria(study):
     assert "| loaded the skill | trace | no |" in markdown
     html = (folder / "report.html").read_text()
     assert "Named criteria" in html and "loaded the skill" in html
+    idle_page = next(p for p in (folder / "transcripts").glob("*idle*"))
+    page = idle_page.read_text()
+    assert "named criteria: 0 of 5 met" in page
+    assert "edited the code [trace, required]: not met" in page
     trial = next(r["trial_id"] for r in report["trial_rows"] if r["condition"] == "idle")
     shown = run_cli(["show", trial, "--json"], {"EVALQ_HOME": str(home)})
     assert shown.returncode == 0, shown.stderr
