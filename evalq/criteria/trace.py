@@ -48,16 +48,12 @@ def events(trajectory: Any) -> Optional[list[Event]]:
               for r in _list((_dict(s.get("observation"))).get("results"))
               if isinstance(r, dict) and r.get("is_error")}
     out: list[Event] = []
-    last_agent: Optional[Event] = None
     for step in steps:
         step_id = step.get("step_id")
         message = step.get("message")
         if isinstance(message, str) and message:
-            event = Event("message", step_id, _cut(message))
-            out.append(event)
-            if step.get("source") == "agent":
-                last_agent = event
-        for call in _list(step.get("tool_calls")):
+            out.append(Event("message", step_id, _cut(message)))
+        for call in _list(step.get("tool_calls"))[:EVENT_LIMIT]:
             if not isinstance(call, dict):
                 continue
             arguments = call.get("arguments")
@@ -68,9 +64,12 @@ def events(trajectory: Any) -> Optional[list[Event]]:
                              failed=str(call.get("tool_call_id")) in failed))
         if len(out) >= EVENT_LIMIT:
             break
-    if last_agent is not None:
-        out.append(Event("final_message", last_agent.step, last_agent.text))
-    return out[:EVENT_LIMIT + 1]
+    out = out[:EVENT_LIMIT]
+    final = next((s for s in reversed(steps) if s.get("source") == "agent"
+                  and isinstance(s.get("message"), str) and s["message"]), None)
+    if final is not None:  # the last thing the agent said, even past the limit
+        out.append(Event("final_message", final.get("step_id"), _cut(final["message"])))
+    return out
 
 
 def check(rule: TraceRule, found: Optional[list[Event]]) -> tuple[Optional[bool], str, list]:

@@ -165,3 +165,16 @@ def test_a_grading_failure_leaves_hidden_criteria_unresolved():
                                  [], None, edited)
     assert outcome == "incorrect" and results[0]["passed"] is False
     assert graded(None, "correct", None, [], None, None) == ("correct", None, None)
+
+
+def test_a_trajectory_with_endless_calls_is_read_up_to_the_event_limit():
+    from evalq.criteria.trace import EVENT_LIMIT
+
+    step = Step("agent", message="many calls")
+    for i in range(EVENT_LIMIT + 500):
+        step.call(f"c{i}", "bash", {"i": i})
+    found = events(_trajectory(step, Step("agent", message="final words")))
+    assert len(found) == EVENT_LIMIT + 1 and found[-1].kind == "final_message"
+    assert found[-1].text == "final words"
+    assert check(TraceRule(event="tool_call", tool="bash", min_count=EVENT_LIMIT), found)[0] \
+        is False
