@@ -189,3 +189,30 @@ def test_a_study_without_named_criteria_reports_none(tmp_path, fixture_copies):
     assert db.execute("select count(*) from attempts where criterion_results is not null"
                       ).fetchone() == (0,)
     assert {o for (o,) in db.execute("select outcome from attempts")} == {"correct", "incorrect"}
+
+
+def test_the_same_study_on_postgresql(tmp_path, postgres_url):
+    """The embedded default with PostgreSQL as its database: the same results per criterion."""
+    from sqlalchemy import text
+
+    from evalq.results.store import get_engine
+
+    manifest = write_criteria_study(tmp_path / "s", repetitions=1)
+    home = tmp_path / "home"
+    proc = run_cli(["run", str(manifest)], {"EVALQ_HOME": str(home),
+                                            "EVALQ_DATABASE_URL": postgres_url}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
+    with get_engine(postgres_url).connect() as conn:
+        rows = conn.execute(text("select t.condition, a.outcome, a.criterion_results from "
+                                 "attempts a join trials t on t.id = a.trial_id")).all()
+    assert len(rows) == 2 * 4
+    for condition, outcome, results in rows:
+        assert outcome == EXPECTED_OUTCOME[condition]
+        named = {r["name"]: r["passed"] for r in results}
+        assert {n: named[n] for n in EXPECTED_MET} == {n: m[condition]
+                                                     for n, m in EXPECTED_MET.items()}
+    report = json.loads((home / "reports" / "named" / "report.json").read_text())
+    for track in ("directed-integration", "free-selection"):
+        rates = report["criteria"][track]["loaded the skill"]["conditions"]
+        assert {c: r["estimate"] for c, r in rates.items()} == {
+            "good": 0.0, "bad": 0.0, "idle": 0.0, "skilled": 1.0}
