@@ -178,3 +178,27 @@ def test_a_trajectory_with_endless_calls_is_read_up_to_the_event_limit():
     assert found[-1].text == "final words"
     assert check(TraceRule(event="tool_call", tool="bash", min_count=EVENT_LIMIT), found)[0] \
         is False
+
+
+def test_exported_criteria_import_back_with_only_the_required_deciding(tmp_path):
+    from evalq.analysis.trial_import import _outcome, check_row
+
+    row = {"case_id": "slug", "condition": "bad", "skill_commit": None, "model": "m",
+           "runtime": None, "trial": 1, "skill_loaded": None, "elapsed_seconds": 1.5,
+           "input_tokens": None, "output_tokens": None, "artifacts": None,
+           "criteria": [{"index": 0, "name": "basic slugs", "kind": "hidden", "required": True,
+                         "passed": True, "evidence": "7 of 7 check(s) passed"},
+                        {"index": 1, "name": "no hyphen at the ends", "kind": "hidden",
+                         "required": False, "passed": False, "evidence": "3 of 4 failed"},
+                        {"index": 2, "name": "reviewers accept it", "kind": "review",
+                         "required": False, "passed": None, "evidence": "not rated yet"}]}
+    checked = check_row(row, tmp_path / "trials.jsonl", 1)
+    assert [c["name"] for c in checked["criteria"]][:2] == ["basic slugs",
+                                                           "no hyphen at the ends"]
+    assert _outcome(checked["criteria"])[0] == "correct"
+    row["criteria"][0]["passed"] = False
+    assert _outcome(check_row(row, tmp_path / "t.jsonl", 1)["criteria"])[0] == "incorrect"
+    for c in row["criteria"]:  # rows without `required` (other tools'): every one decides
+        c.pop("required")
+    row["criteria"][0]["passed"] = True
+    assert _outcome(check_row(row, tmp_path / "t.jsonl", 1)["criteria"])[0] == "incorrect"
