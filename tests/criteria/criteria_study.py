@@ -71,7 +71,8 @@ def criteria_fixture(root: Path, fixture_id: str, track: str, package: str) -> P
     shutil.copytree(FIXTURES / "py-slugify-bugfix", dest)
     manifest = dest / "fixture.toml"
     text = manifest.read_text().replace('id = "py-slugify-bugfix"', f'id = "{fixture_id}"')
-    text = text.replace('toolchain = "python"', f'toolchain = "python"\ntrack = "{track}"\npackage = "{package}"')
+    labels = f'toolchain = "python"\ntrack = "{track}"\npackage = "{package}"'
+    text = text.replace('toolchain = "python"', labels)
     manifest.write_text(text + CRITERIA)
     freeze_fixture(dest)
     return dest

@@ -28,8 +28,8 @@ def _loop_bootstrap(per_task: list[float], seed: int, n_resamples: int) -> tuple
 @pytest.mark.parametrize("seed", [0, 5, 17])
 def test_rate_is_the_task_weighted_share_with_a_bootstrap_over_tasks(seed):
     rnd = random.Random(seed)
-    by_task = {f"t{i:02d}": [rnd.choice([True, False, False, None]) for _ in range(rnd.randint(1, 5))]
-               for i in range(23)}
+    by_task = {f"t{i:02d}": [rnd.choice([True, False, False, None])
+                             for _ in range(rnd.randint(1, 5))] for i in range(23)}
     got = rate(by_task, seed=seed, n_resamples=2000)
     per_task = []
     for task in sorted(by_task):
@@ -49,7 +49,8 @@ def test_unresolved_results_are_unavailable_never_zero():
     got = rate({"a": [None, None], "b": [None]}, seed=0, n_resamples=100)
     assert got["estimate"] is None and got["ci_low"] is None and got["ci_high"] is None
     assert got["runs"]["unresolved"] == 3 and "unresolved" in got["reason"]
-    assert rate({}, seed=0, n_resamples=100)["reason"] == "no run of this condition has the criterion"
+    assert rate({}, seed=0, n_resamples=100)["reason"] == \
+        "no run of this condition has the criterion"
 
 
 def test_review_scores_are_adjudicated_and_disagreement_is_unresolved():
