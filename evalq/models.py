@@ -9,6 +9,8 @@ from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
+from evalq.criteria.spec import CriterionSpec, check_names
+
 
 class Outcome(str, Enum):
     """Exactly one per attempt (SPEC G4). Failures of graders and infrastructure are never 'incorrect'."""
@@ -87,6 +89,8 @@ class FixtureSpec(Strict):
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     limits: Limits = Field(default_factory=Limits)
     grade: GradeSpec
+    #: named criteria (evalq/criteria/); None: one implicit required criterion, every check
+    criteria: Optional[list[CriterionSpec]] = Field(None, min_length=1)
     digest: Optional[str] = None
     workspace_digest: Optional[str] = None
 
@@ -97,6 +101,13 @@ class FixtureSpec(Strict):
         if data.get("skill_expected") is None:
             data.pop("skill_expected", None)
         return data
+
+    @model_validator(mode="after")
+    def _criteria_named_once(self) -> "FixtureSpec":
+        problem = check_names(self.criteria or [])
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 # ---------------------------------------------------------------- study

@@ -2,7 +2,8 @@
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
-is strict JSON. An imported results study exports its rows as
+is strict JSON. A run whose fixture names criteria exports one entry per criterion (index,
+name, kind, required, passed, evidence). An imported results study exports its rows as
 they were imported; a native study's rater fields are null (no rater scored them) and its
 hidden_validation_passed is the grader's verdict.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from evalq.criteria.review import resolved
 from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
 from evalq.workers.agents.numbers import cost_or_reason, count
@@ -41,8 +43,7 @@ def seed002_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dic
         "model": cond.get("model") or env.get("model_id"),
         "runtime": env.get("harness_version") or env.get("tool_version"),
         "trial": run.repetition, "skill_loaded": m.get("skill_loaded"),
-        "criteria": [dict(c, index=i) for i, c in enumerate(counted.criteria or [])]
-        if counted else [],
+        "criteria": _criteria(counted),
         "elapsed_seconds": _amount(m.get("duration_seconds")),
         "input_tokens": count(m.get("input_tokens")),
         "output_tokens": count(m.get("output_tokens")),
@@ -52,6 +53,19 @@ def seed002_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dic
         "first_outcome": run.view.first.outcome if run.view.first else None,
         "attempts": len(run.view.attempts), "cost_usd": _amount(m.get("cost_usd")),
     }
+
+
+def _criteria(counted) -> list[dict[str, Any]]:
+    """The run's named criteria (evalq/criteria/) as the row's criteria, review scores
+    adjudicated; without named criteria, each hidden check's verdict."""
+    if counted is None:
+        return []
+    named = resolved(getattr(counted, "criterion_results", None), counted.grade)
+    if named is None:
+        return [dict(c, index=i) for i, c in enumerate(counted.criteria or [])]
+    return [{"index": i, "name": r.get("name"), "kind": r.get("kind"),
+             "required": r.get("required"), "passed": r.get("passed"),
+             "evidence": r.get("evidence") or ""} for i, r in enumerate(named)]
 
 
 def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:

@@ -46,8 +46,11 @@ def _criteria(row: dict, path: Path, number: int) -> list[dict[str, Any]]:
             raise _fail(path, number, f"criteria.{i}", f"criteria[{i}] is {item!r}",
                         "give each criterion as {\"index\": 0, \"passed\": true|false|null, "
                         "\"evidence\": \"...\"} (null: unresolved, with the reason as evidence)")
-        out.append({"name": f"criterion {item['index']}", "index": item["index"],
-                    "passed": item["passed"], "evidence": item.get("evidence")})
+        out.append({"name": item["name"] if isinstance(item.get("name"), str)
+                    else f"criterion {item['index']}", "index": item["index"],
+                    "passed": item["passed"], "evidence": item.get("evidence"),
+                    # a named criterion evalq exported as not required decides no outcome
+                    "required": item.get("required") is not False})
     return out
 
 
@@ -93,7 +96,7 @@ def check_row(row: dict, path: Path, number: int) -> dict[str, Any]:
 
 
 def _outcome(criteria: list[dict]) -> tuple[str, str]:
-    verdicts = [c["passed"] for c in criteria]
+    verdicts = [c["passed"] for c in criteria if c["required"]]
     if False in verdicts:
         return "incorrect", "imported trial: a criterion failed"
     if not verdicts or None in verdicts:

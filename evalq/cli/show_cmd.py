@@ -84,6 +84,7 @@ def _read(store, ref: Optional[str]) -> tuple[Optional[bytes], Optional[str]]:
 def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
     """What `show` prints, as plain data (its --json)."""
     from evalq.analysis.agent_errors import agent_error, stderr_tail
+    from evalq.criteria.review import resolved
 
     metrics = attempt.metrics or {}
     tail = metrics.get("stderr_tail")
@@ -104,6 +105,7 @@ def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
         "agent_error": agent_error(metrics, attempt.outcome),
         "stderr_tail": tail,
         "checks": {"total": len(criteria), "failed": len(failed)},
+        "criteria": resolved(getattr(attempt, "criterion_results", None), attempt.grade),
         "failed_checks": [{"name": c.get("name"), "evidence": c.get("evidence") or ""}
                           for c in failed],
         "diff": None if diff is None else diff.decode("utf-8", "replace")[:JSON_DIFF_CHARS],
@@ -169,6 +171,7 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
                   for c in d["failed_checks"]]
     else:
         lines.append("failed checks: unavailable (no per-check verdicts recorded)")
+    lines += criterion_lines(d.get("criteria"))
     if d["diff"] is None:
         lines.append(f"diff: unavailable ({d['diff_unavailable']})")
     else:
@@ -190,6 +193,20 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
                   for name in d["artifacts"]]
     else:
         lines.append("artifacts: none stored")
+    return lines
+
+
+def criterion_lines(results: Optional[list[dict[str, Any]]]) -> list[str]:
+    """One line per named criterion: its verdict and evidence (none without named criteria)."""
+    if not results:
+        return []
+    met = sum(1 for r in results if r.get("passed") is True)
+    lines = [f"criteria: {met} of {len(results)} met"]
+    for r in results:
+        verdict = {True: "met", False: "not met"}.get(r.get("passed"), "unresolved")
+        tags = str(r.get("kind")) + (", required" if r.get("required") else "")
+        lines.append(f"  - {one_line(str(r.get('name')), 120)} [{tags}]: {verdict}; "
+                     f"{one_line(str(r.get('evidence') or ''), EVIDENCE_CHARS)}")
     return lines
 
 

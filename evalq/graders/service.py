@@ -25,6 +25,7 @@ from typing import Callable
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
+from evalq.criteria.evaluate import graded as graded_criteria
 from evalq.errors import EvalqError
 from evalq.fixtures.cache import cached_fixture
 from evalq.graders.grade import GRADER_VERSION, grade_archive
@@ -118,9 +119,15 @@ def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
         archive = store.get(payload["artifacts"]["workspace"])
         result = grade_archive(fixture, archive, sandbox=backend, label=payload["trial_id"])
         outcome, reason, criteria, grade = result_fields(result, hostname)
+        transcript = payload["artifacts"].get("transcript")
+        outcome, reason, named = graded_criteria(
+            fixture.spec.criteria, outcome, reason, criteria, result.tampered,
+            store.get(transcript) if fixture.spec.criteria and transcript else None)
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
+        named = None
     grade["started_at"] = started
+    extra = {"criterion_results": named} if named is not None else {}
     return dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
-                tampered=grade.get("tampered"), graded_at=time.time())
+                tampered=grade.get("tampered"), graded_at=time.time(), **extra)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from evalq.analysis.agent_errors import describe_exit, last_line
+from evalq.criteria.status_counts import criteria_counts, criteria_lines
 from evalq.models import OUTCOMES
 from evalq.plaintext import one_line
 from evalq.results.grader_checks import refusal_line, refusals
@@ -47,6 +48,8 @@ class StudyStatus:
     agent_error_runs: list[dict] = field(default_factory=list)
     #: the sentences that make a report's claims exploratory (most runs are agent errors)
     agent_error_warnings: list[str] = field(default_factory=list)
+    #: criterion -> condition -> {met, not_met, unresolved} (evalq/criteria/status_counts.py)
+    criteria: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +86,7 @@ def with_agent_errors(engine, status: StudyStatus) -> StudyStatus:
     status.agent_error_warnings = [w for w in (c.warning() for c in counts.values()) if w]
     status.agent_error_runs = (agent_error_runs(engine, status.study, AGENT_ERROR_RUNS_SHOWN)
                                if any(c.errors for c in counts.values()) else [])
+    status.criteria = criteria_counts(engine, status.study)
     return status
 
 
@@ -104,6 +108,7 @@ class AgentErrorsEvery:
         status.agent_errors = self.last.agent_errors
         status.agent_error_warnings = self.last.agent_error_warnings
         status.agent_error_runs = self.last.agent_error_runs
+        status.criteria = self.last.criteria
         return status
 
 
@@ -180,7 +185,7 @@ def render(status: StudyStatus) -> str:
              f"  {'attempts':<14} {status.attempts} rows"
              + (f", {status.expired_leases} with an expired lease (recovered on resume)"
                 if status.expired_leases else "")]
-    lines += _agent_error_lines(status)
+    lines += _agent_error_lines(status) + criteria_lines(status.criteria)
     if status.environments_note:
         lines.append(f"  warning: {status.environments_note}")
     for row in status.grader_refusals:

@@ -35,6 +35,7 @@ from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
 from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_resamples
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
+from evalq.criteria.rates import criteria_block, stored_results
 from evalq.report.attempts import VALID, TrialView
 
 SCHEMA_VERSION = "2.2"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
@@ -292,9 +293,19 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         # each condition's runs grouped by task, and each set of resample indices drawn, once
         with shared_groupings(), shared_resamples():
             report = _report(study, runs, n_resamples, first_run_at)
+            report["criteria"] = _named_criteria(engine, study, runs, n_resamples)
         report["overview"] = overview_block(engine, study, runs)
         report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
         return report
+
+
+def _named_criteria(engine, study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
+    """Per track, each named criterion's rate per condition ({} when no fixture names any)."""
+    stored = stored_results(engine, study.id)
+    if not stored:
+        return {}
+    return criteria_block(runs, stored, task_labels(study), condition_names(study),
+                          seed=int(study.manifest.get("seed") or 0), n_resamples=n_resamples)
 
 
 def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,

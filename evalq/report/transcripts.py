@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from evalq.analysis.agent_errors import agent_error, describe_exit
 from evalq.artifacts import open_store
+from evalq.criteria.review import resolved
 from evalq.fileio import write_text_atomic
 from evalq.results.store import latest_attempts
 from evalq.report.json_text import dumps, finite
@@ -84,6 +85,17 @@ def _failed_checks(criteria: Any) -> str:
     return f"{len(failed)}<ul>{items}{more}</ul>"
 
 
+def _named_criteria(results: list[dict[str, Any]]) -> str:
+    """Each named criterion with its verdict and evidence (the steps a trace rule matched)."""
+    items = "".join(
+        f"<li>{escape(str(r.get('name')))} [{escape(str(r.get('kind')))}"
+        f"{', required' if r.get('required') else ''}]: "
+        f"{ {True: 'met', False: 'not met'}.get(r.get('passed'), 'unresolved') }; "
+        f"{escape(str(r.get('evidence') or ''))}</li>" for r in results)
+    met = sum(1 for r in results if r.get("passed") is True)
+    return f"{met} of {len(results)} met<ul>{items}</ul>"
+
+
 def run_summary(attempt: Any, diff: Optional[bytes]) -> str:
     """How the run ended, as HTML: outcome and reason, failed checks, exit status, model calls,
     stop reason and the agent error if it is one, then its diff and its stderr's tail."""
@@ -97,6 +109,9 @@ def run_summary(attempt: Any, diff: Optional[bytes]) -> str:
              ("exit status", escape(describe_exit(metrics.get("exit_code")))),
              ("model calls", "unavailable" if calls is None else escape(str(calls))),
              ("stop reason", escape(str(metrics.get("stop_reason") or "unavailable")))]
+    named = resolved(getattr(attempt, "criterion_results", None), getattr(attempt, "grade", None))
+    if named:
+        facts.append(("named criteria", _named_criteria(named)))
     if kind is not None:
         facts.append(("agent error", f'<b class="error">the agent {escape(kind)}</b>'))
     body = ['<h2>Run</h2><ul class="run">'

@@ -87,6 +87,8 @@ class AttemptRow(SQLModel, table=True):
     finished_at: Optional[float] = None
     metrics: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     criteria: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    #: one result per named criterion of the fixture (evalq/criteria/); None without any
+    criterion_results: Optional[list] = Field(default=None, sa_column=Column(JSON))
     artifacts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     regrades: int = 0
@@ -534,7 +536,7 @@ def is_cancelled(engine: Engine, study_id: str) -> bool:
 # ------------------------------------------------------------------ results service
 RESULT_FIELDS = ("outcome", "reason", "worker_host", "worker_env", "started_at",
                  "agent_finished_at", "graded_at", "finished_at", "metrics", "criteria",
-                 "artifacts", "grade")
+                 "artifacts", "grade", "criterion_results")
 
 
 def _duration(payload: dict[str, Any]) -> Optional[float]:

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 from evalq.artifacts import open_store
 from evalq.config import Settings, load_settings
+from evalq.criteria.evaluate import ungraded as ungraded_criteria
 from evalq.errors import AgentDataError, InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
@@ -209,14 +210,16 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             _send("evalq.record_result", result_payload(
                 ref, **common, agent_finished_at=time.time(), outcome="incorrect",
                 reason=f"not graded: {refused}; the agent's workspace is not stored",
-                metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts))
+                metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts,
+                **_named(fixture, result.transcript, "its workspace was refused")))
             return "incorrect"
         finished = time.time()
         payload = result_payload(ref, **common, agent_finished_at=finished,
                                   metrics=result.metrics.model_dump(mode="json"),
                                   artifacts=artifacts)
         if result.timed_out:
-            payload.update(outcome="timed_out", reason=result.stop_reason)
+            payload.update(outcome="timed_out", reason=result.stop_reason,
+                           **_named(fixture, result.transcript, "the run timed out"))
             _send("evalq.record_result", payload)
             return "timed_out"
         still_owner = _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"],
@@ -251,6 +254,13 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         heartbeat.stop()
         if profile is not None:
             profile.cleanup()
+
+
+def _named(fixture, transcript: bytes | None, why: str) -> dict:
+    """The criterion results of a run that is not graded, as payload fields (none without
+    named criteria)."""
+    results = ungraded_criteria(fixture.spec.criteria, transcript, why)
+    return {} if results is None else {"criterion_results": results}
 
 
 def stored_run(store, fixture, profile, result) -> tuple[dict, str | None]:
