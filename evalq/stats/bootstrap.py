@@ -193,24 +193,49 @@ def bootstrap_ci_columns(columns: Sequence[Sequence[float | None]], *,
     """bootstrap_ci (of the mean) of each column, with one set of resamples shared by the
     columns defined on the same tasks: the same intervals for a fraction of the work when a
     report needs one per k (pass@1 ... pass@50). ``None`` for a column with no value."""
+    matrix = np.full((len(columns[0]) if columns else 0, len(columns)), np.nan)
+    for j, column in enumerate(columns):
+        defined = [(i, float(v)) for i, v in enumerate(column) if v is not None]
+        if len(column) != matrix.shape[0]:
+            raise ValueError(f"column {j} has {len(column)} tasks, the first {matrix.shape[0]}: "
+                             "align every column on the same task order")
+        if defined and not np.all(np.isfinite([v for _, v in defined])):
+            raise ValueError("values contain nan or inf; pass None for a missing task value instead")
+        for i, v in defined:
+            matrix[i, j] = v
+    return bootstrap_ci_matrix(matrix, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def bootstrap_ci_matrix(x: np.ndarray, *, n_resamples: int = DEFAULT_RESAMPLES,
+                        confidence: float = DEFAULT_CONFIDENCE,
+                        seed: int = DEFAULT_SEED) -> list[BootstrapCI | None]:
+    """bootstrap_ci_columns for a (tasks x columns) float array whose nan marks a task without
+    a value (pass@k at a k above its runs): columns defined on the same tasks are grouped and
+    share their resamples, and no per-value Python object is made."""
     _check_resamples(n_resamples)
     _check_confidence(confidence)
-    groups: dict[tuple[bool, ...], list[int]] = {}
-    for j, column in enumerate(columns):
-        groups.setdefault(tuple(v is not None for v in column), []).append(j)
-    out: list[BootstrapCI | None] = [None] * len(columns)
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"expected a (tasks x columns) array, got shape {x.shape}")
+    if np.any(np.isinf(x)):
+        raise ValueError("values contain inf; mark a missing task value with nan")
+    defined = ~np.isnan(x)
+    out: list[BootstrapCI | None] = [None] * x.shape[1]
+    if x.shape[1] == 0:
+        return out
+    masks, group_of = np.unique(defined.T, axis=0, return_inverse=True)
+    group_of = group_of.reshape(-1)
     alpha = (1.0 - confidence) / 2.0
-    for mask, members in groups.items():
-        keep = [i for i, defined in enumerate(mask) if defined]
-        if not keep:
+    for g, mask in enumerate(masks):
+        keep = np.flatnonzero(mask)
+        if keep.size == 0:
             continue
-        x = np.asarray([[float(columns[j][i]) for j in members] for i in keep], dtype=float)
-        if not np.all(np.isfinite(x)):
-            raise ValueError("values contain nan or inf; pass None for a missing task value instead")
-        low, high = np.quantile(_mean_distributions(x, n_resamples, seed), [alpha, 1 - alpha],
-                                axis=0)
-        for position, j in enumerate(members):
+        members = np.flatnonzero(group_of == g)
+        values = x[np.ix_(keep, members)]
+        low, high = np.quantile(_mean_distributions(values, n_resamples, seed),
+                                [alpha, 1 - alpha], axis=0)
+        for position, j in enumerate(members):  # each mean over its own column, as bootstrap_ci
             out[j] = BootstrapCI(low=float(low[position]), high=float(high[position]),
-                                 estimate=float(x[:, position].mean()), n_tasks=len(keep),
+                                 estimate=float(values[:, position].mean()), n_tasks=int(keep.size),
                                  n_resamples=n_resamples, confidence=confidence, seed=seed)
     return out
