@@ -12,7 +12,8 @@ import numpy as np
 
 from evalq import stats
 from evalq.models import COMPARABLE_METRICS
-from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_matrix, resample_chunks
+from evalq.stats.bootstrap import (DEFAULT_RESAMPLES, bootstrap_ci_matrix, class_count_chunks,
+                                   resample_chunks, uses_class_counts)
 from evalq.stats.pass_k import pass_k_arrays
 from evalq.analysis.runs import PASSED, Run, by_task
 
@@ -90,11 +91,18 @@ def task_values(runs: list[Run], metric: str, k: int) -> dict[str, Optional[floa
 
 def pooled_ratio_ci(correct: np.ndarray, valid: np.ndarray, *, n_resamples: int,
                     seed: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate."""
+    """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate.
+    Tasks with equal (correct, valid) are one class where that is the cheaper draw
+    (bootstrap.uses_class_counts): each resample's sums are its class counts times theirs."""
     n = correct.size
-    chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one (R x n) matrix
-    num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
-    den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
+    pairs, sizes = np.unique(np.stack([correct, valid], axis=1), axis=0, return_counts=True)
+    if uses_class_counts(pairs.shape[0], n):
+        sums = [counts @ pairs for counts in class_count_chunks(seed, sizes, n_resamples)]
+        num, den = np.concatenate(sums)[:, 0], np.concatenate(sums)[:, 1]
+    else:
+        chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one matrix
+        num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
+        den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
     ratios = num[den > 0] / den[den > 0]
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha])

@@ -107,6 +107,40 @@ def resample_chunks(seed: int | None, n: int, n_resamples: int) -> Iterator[np.n
         kept[key] = chunks
 
 
+#: a resample's mean depends only on how many of its n draws fall in each class of equal
+#: values; those counts are Multinomial(n, class sizes / n), the very distribution resampling
+#: n tasks with replacement gives them. Drawn directly they cost resamples x classes instead of
+#: resamples x tasks: 20,000 tasks at k = 3 are a handful of classes. Used where it is the
+#: cheaper draw: at most one class per CLASS_SHARE tasks.
+CLASS_SHARE = 6
+
+
+def uses_class_counts(n_classes: int, n_tasks: int) -> bool:
+    """Whether resamples are drawn as class counts (few classes) rather than task indices."""
+    return n_classes * CLASS_SHARE <= n_tasks
+
+
+def class_count_chunks(seed: int | None, sizes: np.ndarray, n_resamples: int
+                       ) -> Iterator[np.ndarray]:
+    """(rows x classes) counts of each class in each resample of sum(sizes) tasks drawn with
+    replacement, by np.random.default_rng(seed), in chunks."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n = int(sizes.sum())
+    shares = sizes / n
+    rng = np.random.default_rng(seed)
+    step = chunk_rows(sizes.size)
+    for start in range(0, n_resamples, step):
+        yield rng.multinomial(n, shares, size=min(step, n_resamples - start))
+
+
+def _class_means(values: np.ndarray, sizes: np.ndarray, n_resamples: int,
+                 seed: int | None) -> np.ndarray:
+    """(n_resamples x columns) resample means from the classes' values (classes x columns)."""
+    n = int(sizes.sum())
+    return np.concatenate([counts @ values / n
+                           for counts in class_count_chunks(seed, sizes, n_resamples)])
+
+
 def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
                            statistic: Statistic = np.mean,
                            n_resamples: int = DEFAULT_RESAMPLES,
@@ -117,6 +151,10 @@ def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
     n = x.size
     if n == 0:
         return None
+    if statistic is np.mean:
+        classes, sizes = np.unique(x, return_counts=True)
+        if uses_class_counts(classes.size, n):
+            return _class_means(classes[:, None], sizes, n_resamples, seed)[:, 0]
     out = np.empty(n_resamples, dtype=float)
     start = 0
     for idx in resample_chunks(seed, n, n_resamples):
@@ -168,9 +206,11 @@ def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     class (per-k pass estimates depend only on a task's run counts, so 1,000 tasks are a few
     dozen classes): each resample's mean is its class counts times the class values."""
     n = x.shape[0]
-    values, classes = np.unique(x, axis=0, return_inverse=True)
+    values, classes, sizes = np.unique(x, axis=0, return_inverse=True, return_counts=True)
     classes = classes.reshape(-1)
     width = values.shape[0]
+    if width > 1 and uses_class_counts(width, n):
+        return _class_means(values, sizes, n_resamples, seed)
     if width == 1:  # every task alike (pass^k = 0 at a high k): each resample's mean is theirs,
         # by the very arithmetic the counts below would do, with no draw at all
         return np.repeat(np.array([[n]], dtype=float) @ values / n, n_resamples, axis=0)

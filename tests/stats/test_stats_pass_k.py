@@ -130,3 +130,58 @@ def test_pass_k_tables_equal_math_comb_and_a_loop_bootstrap_for_every_k():
                 assert (got["ci_low"], got["ci_high"]) == pytest.approx((low, high), abs=1e-12)
                 checked += 1
     assert checked >= 16
+
+
+def _loop_class_bootstrap(rows: list[tuple[float, ...]], resamples: int, seed: int
+                          ) -> list[tuple[float, float]]:
+    """Per column, the percentile interval of the mean where each resample is drawn as the
+    count of each class of equal rows (Multinomial(n, class sizes / n)), in plain loops."""
+    n = len(rows)
+    classes = sorted(set(rows))
+    sizes = [rows.count(c) for c in classes]
+    counts = np.random.default_rng(seed).multinomial(n, np.asarray(sizes) / n, size=resamples)
+    out = []
+    for j in range(len(rows[0])):
+        means = sorted(sum(int(m) * c[j] for m, c in zip(row, classes)) / n
+                       for row in counts.tolist())
+        out.append((_quantile(means, 0.025), _quantile(means, 0.975)))
+    return out
+
+
+def test_many_tasks_in_few_classes_equal_a_plain_loop_over_class_counts():
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 4, size=(600, 3)) / 3  # 64 classes of rows over 600 tasks
+    x[:, 2] = x[:, 0] ** 2
+    cis = bootstrap_ci_matrix(x, n_resamples=500, seed=2)
+    expected = _loop_class_bootstrap([tuple(map(float, r)) for r in x], 500, 2)
+    for ci, (low, high) in zip(cis, expected):
+        assert (ci.low, ci.high) == pytest.approx((low, high), abs=1e-12)
+
+
+def test_pass_k_tables_over_many_tasks_equal_math_comb_and_a_class_count_loop():
+    """20,000-task studies at k = 3 fall in few classes: the tables then draw class counts,
+    shared by every column defined on the same tasks (both conditions, every k)."""
+    rng = random.Random(4)
+    by_condition = {cond: [Run(view=None, task=f"t{t:03d}", condition=cond, repetition=rep,
+                               order=rep, outcome=None, scores={},
+                               passed=rng.random() < (0.4 if cond == "a" else 0.6))
+                           for t in range(300) for rep in range(1, 4)]
+                    for cond in ("a", "b")}
+    tables = pass_k_tables(by_condition, 3, seed=5, n_resamples=400)
+    rows = []
+    for t in range(300):
+        row = []
+        for cond in ("a", "b"):
+            c = sum(r.passed for r in by_condition[cond] if r.task == f"t{t:03d}")
+            row += [_comb_estimates(3, c, k)[0] for k in (1, 2, 3)]
+            row += [_comb_estimates(3, c, k)[1] for k in (1, 2, 3)]
+        rows.append(tuple(row))
+    expected = _loop_class_bootstrap(rows, 400, 5)
+    for c_index, cond in enumerate(("a", "b")):
+        for k in (1, 2, 3):
+            for e, metric in enumerate(("pass_at_k", "pass_hat_k")):
+                got = tables[cond][k - 1][metric]
+                low, high = expected[6 * c_index + 3 * e + k - 1]
+                assert (got["ci_low"], got["ci_high"]) == pytest.approx((low, high), abs=1e-12)
+                column = [r[6 * c_index + 3 * e + k - 1] for r in rows]
+                assert got["estimate"] == pytest.approx(sum(column) / 300, abs=1e-12)
