@@ -41,12 +41,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def sizes(quick: bool, trials: int | None) -> dict:
     if quick:
         return {"trials": trials or 10, "concurrency": [1], "raw": 5, "plan": 2_000,
-                "tasks": 50, "reps": 4, "stat_tasks": 100, "resamples": 1_000,
+                "report_shapes": [(200, 3), (50, 8)], "stat_tasks": 100, "resamples": 1_000,
                 "gateway_requests": 50, "agentbox": 5,
                 "import_tasks": 50, "import_runs": 10,
                 "gradings": 3, "inflight": 20, "inflight_sleep": 15, "results": 2_000}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
-            "tasks": 1_000, "reps": 50, "stat_tasks": 1_000, "resamples": 10_000,
+            "report_shapes": [(20_000, 3), (1_000, 50)], "stat_tasks": 1_000, "resamples": 10_000,
             "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
             "gradings": 15, "inflight": 500, "inflight_sleep": 60, "results": 10_000}
 
@@ -158,8 +158,7 @@ def run_section(section, args, size, workdir, broker, stack, log):
     else:
         from . import scale
 
-        figures, data = scale.run_report(workdir / "report", url, size["tasks"], size["reps"],
-                                         log)
+        figures, data = scale.run_report(workdir / "report", url, size["report_shapes"], log)
     data["database"] = what
     return figures, data
 

@@ -12,7 +12,9 @@ import numpy as np
 
 from evalq import stats
 from evalq.models import COMPARABLE_METRICS
-from evalq.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_ci_columns, resample_chunks
+from evalq.stats.bootstrap import (DEFAULT_RESAMPLES, bootstrap_ci_matrix, class_count_chunks,
+                                   resample_chunks, uses_class_counts)
+from evalq.stats.pass_k import pass_k_arrays
 from evalq.analysis.runs import PASSED, Run, by_task
 
 METRICS = ("success_rate", *COMPARABLE_METRICS)
@@ -89,11 +91,18 @@ def task_values(runs: list[Run], metric: str, k: int) -> dict[str, Optional[floa
 
 def pooled_ratio_ci(correct: np.ndarray, valid: np.ndarray, *, n_resamples: int,
                     seed: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate."""
+    """Percentile bootstrap over tasks of sum(correct)/sum(valid), for the pooled success rate.
+    Tasks with equal (correct, valid) are one class where that is the cheaper draw
+    (bootstrap.uses_class_counts): each resample's sums are its class counts times theirs."""
     n = correct.size
-    chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one (R x n) matrix
-    num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
-    den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
+    pairs, sizes = np.unique(np.stack([correct, valid], axis=1), axis=0, return_counts=True)
+    if uses_class_counts(pairs.shape[0], n):
+        sums = [counts @ pairs for counts in class_count_chunks(seed, sizes, n_resamples)]
+        num, den = np.concatenate(sums)[:, 0], np.concatenate(sums)[:, 1]
+    else:
+        chunks = list(resample_chunks(seed, n, n_resamples))  # the same draws as one matrix
+        num = np.concatenate([correct[idx].sum(axis=1) for idx in chunks])
+        den = np.concatenate([valid[idx].sum(axis=1) for idx in chunks])
     ratios = num[den > 0] / den[den > 0]
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
@@ -145,36 +154,43 @@ def condition_metrics(runs: list[Run], k: int, *, seed: int = 0,
     return {m: metric_summary(runs, m, k, seed=seed, n_resamples=n_resamples) for m in METRICS}
 
 
+def _run_counts(runs: list[Run], tasks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per task of `tasks`: valid runs n and correct runs c (0, 0 for a task it lacks)."""
+    n, c = np.zeros(len(tasks), dtype=np.int64), np.zeros(len(tasks), dtype=np.int64)
+    position = {task: i for i, task in enumerate(tasks)}
+    for task, values in by_task(runs, PASSED).items():
+        ok = stats.valid_runs(values)
+        n[position[task]], c[position[task]] = len(ok), sum(ok)
+    return n, c
+
+
 def pass_k_tables(runs_by_condition: dict[str, list[Run]], n: int, *, seed: int = 0,
                   n_resamples: int = DEFAULT_RESAMPLES) -> dict[str, list[dict[str, Any]]]:
     """Per condition, pass@k and pass^k (unbiased estimators, per task then averaged) for every
     k = 1 … n, each row naming its k: at k = n alone pass@k is only "any run passed" and
     pass^k is RP@k.
 
-    Each task's runs are counted once, and every interval shares the resamples of the tasks
-    it is defined on (bootstrap_ci_columns, across k and conditions): the same figures as
-    metric_summary gives for one k at a time, for a fraction of the work.
+    Each task's runs are counted once, every k's estimates come from those counts as one array
+    (pass_k_arrays), and every interval shares the resamples of the tasks it is defined on
+    (bootstrap_ci_matrix, across k and conditions): the same figures as metric_summary gives
+    for one k at a time, for a fraction of the work.
     """
-    counts: dict[str, dict[str, tuple[int, int]]] = {}
-    for name, runs in runs_by_condition.items():
-        counts[name] = {}
-        for task, values in by_task(runs, PASSED).items():
-            ok = stats.valid_runs(values)
-            counts[name][task] = (len(ok), sum(ok))
-    tasks = sorted({t for per_task in counts.values() for t in per_task})
-    ks = range(1, max(1, n) + 1)
-    estimators = (stats.pass_at_k_estimate, stats.pass_hat_k_estimate)
-    keys = [(name, k, e) for name in counts for k in ks for e in range(2)]
-    columns = [[None if t not in counts[name] else estimators[e](*counts[name][t], k)
-                for t in tasks] for name, k, e in keys]
-    cis = dict(zip(keys, bootstrap_ci_columns(columns, n_resamples=n_resamples, seed=seed)))
+    names = list(runs_by_condition)
+    tasks = sorted({task for runs in runs_by_condition.values() for task in by_task(runs, PASSED)})
+    k_max = max(1, n)
+    blocks = []
+    for name in names:  # columns: per condition, pass@1 … pass@K then pass^1 … pass^K
+        blocks.extend(pass_k_arrays(*_run_counts(runs_by_condition[name], tasks), k_max))
+    cis = bootstrap_ci_matrix(np.concatenate(blocks, axis=1) if tasks
+                              else np.empty((0, 2 * k_max * len(names))),
+                              n_resamples=n_resamples, seed=seed)
     tables: dict[str, list[dict[str, Any]]] = {}
-    for name in counts:
+    for c_index, name in enumerate(names):
         tables[name] = []
-        for k in ks:
+        for k in range(1, k_max + 1):
             row: dict[str, Any] = {"k": k}
             for e, metric in enumerate(("pass_at_k", "pass_hat_k")):
-                ci = cis[(name, k, e)]
+                ci = cis[(2 * c_index + e) * k_max + k - 1]
                 row[metric] = dict(_missing(f"no task has {k} valid runs") if ci is None else
                                    {"estimate": ci.estimate, "ci_low": ci.low,
                                     "ci_high": ci.high, "n_tasks": ci.n_tasks, "reason": None},

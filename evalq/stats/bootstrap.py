@@ -107,6 +107,40 @@ def resample_chunks(seed: int | None, n: int, n_resamples: int) -> Iterator[np.n
         kept[key] = chunks
 
 
+#: a resample's mean depends only on how many of its n draws fall in each class of equal
+#: values; those counts are Multinomial(n, class sizes / n), the very distribution resampling
+#: n tasks with replacement gives them. Drawn directly they cost resamples x classes instead of
+#: resamples x tasks: 20,000 tasks at k = 3 are a handful of classes. Used where it is the
+#: cheaper draw: at most one class per CLASS_SHARE tasks.
+CLASS_SHARE = 6
+
+
+def uses_class_counts(n_classes: int, n_tasks: int) -> bool:
+    """Whether resamples are drawn as class counts (few classes) rather than task indices."""
+    return n_classes * CLASS_SHARE <= n_tasks
+
+
+def class_count_chunks(seed: int | None, sizes: np.ndarray, n_resamples: int
+                       ) -> Iterator[np.ndarray]:
+    """(rows x classes) counts of each class in each resample of sum(sizes) tasks drawn with
+    replacement, by np.random.default_rng(seed), in chunks."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n = int(sizes.sum())
+    shares = sizes / n
+    rng = np.random.default_rng(seed)
+    step = chunk_rows(sizes.size)
+    for start in range(0, n_resamples, step):
+        yield rng.multinomial(n, shares, size=min(step, n_resamples - start))
+
+
+def _class_means(values: np.ndarray, sizes: np.ndarray, n_resamples: int,
+                 seed: int | None) -> np.ndarray:
+    """(n_resamples x columns) resample means from the classes' values (classes x columns)."""
+    n = int(sizes.sum())
+    return np.concatenate([counts @ values / n
+                           for counts in class_count_chunks(seed, sizes, n_resamples)])
+
+
 def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
                            statistic: Statistic = np.mean,
                            n_resamples: int = DEFAULT_RESAMPLES,
@@ -117,6 +151,10 @@ def bootstrap_distribution(values: ArrayLike | Sequence[float | None], *,
     n = x.size
     if n == 0:
         return None
+    if statistic is np.mean:
+        classes, sizes = np.unique(x, return_counts=True)
+        if uses_class_counts(classes.size, n):
+            return _class_means(classes[:, None], sizes, n_resamples, seed)[:, 0]
     out = np.empty(n_resamples, dtype=float)
     start = 0
     for idx in resample_chunks(seed, n, n_resamples):
@@ -168,9 +206,11 @@ def _mean_distributions(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     class (per-k pass estimates depend only on a task's run counts, so 1,000 tasks are a few
     dozen classes): each resample's mean is its class counts times the class values."""
     n = x.shape[0]
-    values, classes = np.unique(x, axis=0, return_inverse=True)
+    values, classes, sizes = np.unique(x, axis=0, return_inverse=True, return_counts=True)
     classes = classes.reshape(-1)
     width = values.shape[0]
+    if width > 1 and uses_class_counts(width, n):
+        return _class_means(values, sizes, n_resamples, seed)
     if width == 1:  # every task alike (pass^k = 0 at a high k): each resample's mean is theirs,
         # by the very arithmetic the counts below would do, with no draw at all
         return np.repeat(np.array([[n]], dtype=float) @ values / n, n_resamples, axis=0)
@@ -193,24 +233,49 @@ def bootstrap_ci_columns(columns: Sequence[Sequence[float | None]], *,
     """bootstrap_ci (of the mean) of each column, with one set of resamples shared by the
     columns defined on the same tasks: the same intervals for a fraction of the work when a
     report needs one per k (pass@1 ... pass@50). ``None`` for a column with no value."""
+    matrix = np.full((len(columns[0]) if columns else 0, len(columns)), np.nan)
+    for j, column in enumerate(columns):
+        defined = [(i, float(v)) for i, v in enumerate(column) if v is not None]
+        if len(column) != matrix.shape[0]:
+            raise ValueError(f"column {j} has {len(column)} tasks, the first {matrix.shape[0]}: "
+                             "align every column on the same task order")
+        if defined and not np.all(np.isfinite([v for _, v in defined])):
+            raise ValueError("values contain nan or inf; pass None for a missing task value instead")
+        for i, v in defined:
+            matrix[i, j] = v
+    return bootstrap_ci_matrix(matrix, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def bootstrap_ci_matrix(x: np.ndarray, *, n_resamples: int = DEFAULT_RESAMPLES,
+                        confidence: float = DEFAULT_CONFIDENCE,
+                        seed: int = DEFAULT_SEED) -> list[BootstrapCI | None]:
+    """bootstrap_ci_columns for a (tasks x columns) float array whose nan marks a task without
+    a value (pass@k at a k above its runs): columns defined on the same tasks are grouped and
+    share their resamples, and no per-value Python object is made."""
     _check_resamples(n_resamples)
     _check_confidence(confidence)
-    groups: dict[tuple[bool, ...], list[int]] = {}
-    for j, column in enumerate(columns):
-        groups.setdefault(tuple(v is not None for v in column), []).append(j)
-    out: list[BootstrapCI | None] = [None] * len(columns)
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"expected a (tasks x columns) array, got shape {x.shape}")
+    if np.any(np.isinf(x)):
+        raise ValueError("values contain inf; mark a missing task value with nan")
+    defined = ~np.isnan(x)
+    out: list[BootstrapCI | None] = [None] * x.shape[1]
+    if x.shape[1] == 0:
+        return out
+    masks, group_of = np.unique(defined.T, axis=0, return_inverse=True)
+    group_of = group_of.reshape(-1)
     alpha = (1.0 - confidence) / 2.0
-    for mask, members in groups.items():
-        keep = [i for i, defined in enumerate(mask) if defined]
-        if not keep:
+    for g, mask in enumerate(masks):
+        keep = np.flatnonzero(mask)
+        if keep.size == 0:
             continue
-        x = np.asarray([[float(columns[j][i]) for j in members] for i in keep], dtype=float)
-        if not np.all(np.isfinite(x)):
-            raise ValueError("values contain nan or inf; pass None for a missing task value instead")
-        low, high = np.quantile(_mean_distributions(x, n_resamples, seed), [alpha, 1 - alpha],
-                                axis=0)
-        for position, j in enumerate(members):
+        members = np.flatnonzero(group_of == g)
+        values = x[np.ix_(keep, members)]
+        low, high = np.quantile(_mean_distributions(values, n_resamples, seed),
+                                [alpha, 1 - alpha], axis=0)
+        for position, j in enumerate(members):  # each mean over its own column, as bootstrap_ci
             out[j] = BootstrapCI(low=float(low[position]), high=float(high[position]),
-                                 estimate=float(x[:, position].mean()), n_tasks=len(keep),
+                                 estimate=float(values[:, position].mean()), n_tasks=int(keep.size),
                                  n_resamples=n_resamples, confidence=confidence, seed=seed)
     return out

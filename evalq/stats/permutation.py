@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evalq.stats._arrays import chunk_rows, defined_pairs, defined_values
+from evalq.stats.bootstrap import uses_class_counts
 
 DEFAULT_EXACT_MAX_N = 16
 DEFAULT_PERMUTATIONS = 10_000
@@ -59,8 +60,25 @@ def _exact_count(d: np.ndarray, threshold: float) -> int:
     return count
 
 
+def _class_count(sizes: np.ndarray, magnitudes: np.ndarray, threshold: float,
+                 n_permutations: int, seed: int) -> int:
+    """_random_count for differences in few classes of equal |d|: a flip's sum only depends on
+    how many of each class's tasks keep their sign, Binomial(class size, 1/2), drawn directly
+    (resamples x classes instead of resamples x tasks; zero differences add nothing)."""
+    rng = np.random.default_rng(seed)
+    count = 0
+    step = chunk_rows(max(1, sizes.size))
+    for start in range(0, n_permutations, step):
+        kept = rng.binomial(sizes, 0.5, size=(min(step, n_permutations - start), sizes.size))
+        count += int(np.count_nonzero(np.abs((2 * kept - sizes) @ magnitudes) >= threshold))
+    return count
+
+
 def _random_count(d: np.ndarray, threshold: float, n_permutations: int, seed: int) -> int:
     n = d.size
+    magnitudes, sizes = np.unique(np.abs(d[d != 0]), return_counts=True)
+    if uses_class_counts(magnitudes.size, n):
+        return _class_count(sizes, magnitudes, threshold, n_permutations, seed)
     rng = np.random.default_rng(seed)
     count = 0
     step = chunk_rows(n)

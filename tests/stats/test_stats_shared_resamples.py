@@ -5,6 +5,7 @@ directly with numpy)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from evalq.analysis.condition_metrics import pooled_ratio_ci
 from evalq.stats.bootstrap import bootstrap_ci, bootstrap_ci_columns, resample_chunks, shared_resamples
@@ -34,6 +35,8 @@ def test_intervals_inside_and_outside_the_shared_scope_are_equal():
                    pooled_ratio_ci(correct, valid, n_resamples=3000, seed=4))
                   for _ in range(2)]
     assert shared[0] == plain and shared[1] == plain
-    idx = np.random.default_rng(4).integers(0, 2500, size=(3000, 2500))  # pooled, by hand
-    ratios = correct[idx].sum(axis=1) / valid[idx].sum(axis=1)
-    assert plain[2] == tuple(float(q) for q in np.quantile(ratios, [0.025, 0.975]))
+    # pooled, by hand: five classes of (correct, valid), so each resample is five class counts
+    sizes = [int(np.sum(correct == c)) for c in range(5)]
+    counts = np.random.default_rng(4).multinomial(2500, np.asarray(sizes) / 2500, size=3000)
+    ratios = [sum(int(m) * c for c, m in enumerate(row)) / (5 * 2500) for row in counts]
+    assert plain[2] == pytest.approx(tuple(np.quantile(ratios, [0.025, 0.975])), abs=1e-12)
