@@ -162,3 +162,20 @@ def test_exit_status_is_the_agents_and_nothing_outlives_it(tmp_path, backend, en
     while _leftovers(f"evalq-door-leftover-{mark}"):
         assert time.monotonic() < deadline, "a process outlived the agent"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_refused_listener_fails_the_run_as_evalqs_before_the_agent_starts(tmp_path, backend,
+                                                                          door, monkeypatch):
+    """The worker waits for another port than the prelude listens on: the listener is refused,
+    the prelude exits without starting the agent, and the run is an infrastructure failure."""
+    from evalq.errors import InfrastructureError
+
+    _, run = door
+    monkeypatch.setattr(f"evalq.workers.sandbox.{backend}.DOOR_PORT", DOOR_PORT + 1)
+    job = _job(tmp_path, ["/bin/sh", "-c", "echo started > ran"], run)
+    with pytest.raises(InfrastructureError) as failed:
+        get_agent_sandbox(backend).run(job)
+    assert f"not 127.0.0.1:{DOOR_PORT + 1}" in str(failed.value), failed.value
+    assert "the agent was not started" in str(failed.value)
+    assert not (job.workspace / "ran").exists()

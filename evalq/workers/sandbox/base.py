@@ -120,14 +120,6 @@ def prelude_argv(python: str, job: AgentJob, channel: Optional[str],
             "--", *job.argv]
 
 
-def door_never_opened(handoff: Any, proc: ProcResult) -> str:
-    """The infrastructure failure of a run whose door never opened (its agent never ran)."""
-    why = handoff.problem or "the sandbox's prelude handed no listener"
-    said = proc.stderr[-400:].decode("utf-8", "replace").strip()
-    return f"agent sandbox: its door did not open ({why}); the agent was not started" + \
-        (f": {said}" if said else "")
-
-
 #: the few /etc files an agent needs, generated: nothing of the host's users or hosts
 ETC_FILES = {
     "passwd": f"root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_UID}:{AGENT_UID}:agent:/tmp:"

@@ -39,7 +39,7 @@ from evalq.workers.sandbox.base import PRELUDE_SOURCE
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
 from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
                                         prelude_argv)
-from evalq.workers.sandbox.handoff import Handoff
+from evalq.workers.sandbox.handoff import Handoff, with_door
 from evalq.workers.sandbox.paths import ETC_FILES, host_toolchain_binds
 
 #: the prelude runs on the toolchain's own interpreter (under /usr), never a virtualenv's
@@ -142,16 +142,7 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
-        handoff = Handoff(job.door, DOOR_PORT, inherited=True) if job.door is not None \
-            else None
-        try:
-            proc = self._run(job, handoff)
-        finally:
-            if handoff is not None:
-                handoff.close()
-        if handoff is not None and not handoff.opened.is_set():
-            raise InfrastructureError(door_never_opened(handoff, proc))
-        return proc
+        return with_door(job, DOOR_PORT, True, lambda door: self._run(job, door))
 
     def _run(self, job: AgentJob, handoff: Handoff | None) -> ProcResult:
         argv = job.argv if handoff is None else \

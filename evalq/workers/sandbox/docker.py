@@ -24,9 +24,9 @@ from evalq.config import Settings, load_settings
 from evalq.workers.sandbox.base import AGENT_DIR
 from evalq.workers.sandbox.base import (DOOR_PATH, DOOR_PORT, ETC_FILES, PRELUDE_PATH,
                                         PRELUDE_SOURCE, STDIN_PATH, AgentJob, AgentSandbox,
-                                        door_never_opened, etc_dir, give_to_agent,
+                                        etc_dir, give_to_agent,
                                         prelude_argv, stdin_file)
-from evalq.workers.sandbox.handoff import Handoff
+from evalq.workers.sandbox.handoff import Handoff, with_door
 
 #: the agent_image setting's default (built by scripts/build-grader-images.sh agent)
 DEFAULT_IMAGE = Settings.model_fields["agent_image"].default
@@ -64,16 +64,7 @@ class DockerAgentSandbox(AgentSandbox):
 
     def run(self, job: AgentJob) -> ProcResult:
         give_to_agent(job)
-        handoff = Handoff(job.door, DOOR_PORT, inherited=False) if job.door is not None \
-            else None
-        try:
-            proc = self._run(job, handoff)
-        finally:
-            if handoff is not None:
-                handoff.close()
-        if handoff is not None and not handoff.opened.is_set():
-            raise InfrastructureError(door_never_opened(handoff, proc))
-        return proc
+        return with_door(job, DOOR_PORT, False, lambda door: self._run(job, door))
 
     def _run(self, job: AgentJob, handoff: Handoff | None) -> ProcResult:
         try:

@@ -23,8 +23,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from evalq.errors import InfrastructureError
+from evalq.proc import ProcResult
 from evalq.unix_sockets import bound_unix_socket
 from evalq.workers.sandbox.prelude import GREETING
 
@@ -193,3 +195,21 @@ def _answer(channel: socket.socket, message: bytes) -> None:
         channel.send(message[:256])
     except OSError:
         pass  # the sandbox is gone already: nothing waits for the answer
+
+
+def with_door(job: Any, port: int, inherited: bool,
+              body: Callable[[Optional[Handoff]], ProcResult]) -> ProcResult:
+    """Run `body(handoff)` with `job`'s door waiting for its listener (None: the job has no
+    door). A door that never opened is evalq's failure: its prelude never started the agent."""
+    handoff = Handoff(job.door, port, inherited) if job.door is not None else None
+    try:
+        proc = body(handoff)
+    finally:
+        if handoff is not None:
+            handoff.close()
+    if handoff is not None and not handoff.opened.is_set():
+        why = handoff.problem or "the sandbox's prelude handed no listener"
+        said = proc.stderr[-400:].decode("utf-8", "replace").strip()
+        raise InfrastructureError(f"agent sandbox: its door did not open ({why}); the agent "
+                                  "was not started" + (f": {said}" if said else ""))
+    return proc
