@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from evalq.errors import InfrastructureError
 from evalq.modelserver import ModelServer
 from evalq.modelserver.script import parse_script
 from evalq.workers.gateway import Gateway, Upstream
@@ -24,7 +25,21 @@ from evalq.workers.profile import new_profile
 from evalq.workers.sandbox import DOOR_PORT, AgentJob, get_agent_sandbox
 from probe_limits import PROBE_LIMITS
 
-BACKENDS = ["bwrap", "docker"]
+#: bwrap as root opens the door from outside (netns_door.py); "bwrap-prelude" is the same
+#: sandbox with the door opened from inside by the prelude, as without CAP_SYS_ADMIN
+BACKENDS = ["bwrap", "bwrap-prelude", "docker"]
+
+
+@pytest.fixture(autouse=True)
+def _prelude_in_bwrap(request, monkeypatch):
+    backend = request.node.callspec.params.get("backend") if hasattr(request.node, "callspec") \
+        else None
+    if backend == "bwrap-prelude":
+        monkeypatch.setattr("evalq.workers.sandbox.bwrap.door_from_outside", lambda: False)
+
+
+def _box(backend: str):
+    return get_agent_sandbox("bwrap" if backend == "bwrap-prelude" else backend)
 
 AGENT = r"""
 import http.client, json, os, socket, sys
@@ -103,7 +118,7 @@ def test_the_agent_can_neither_reach_nor_replace_the_doors_listener(tmp_path, ba
                                                                      monkeypatch):
     gateway, run = door
     monkeypatch.setenv("EVALQ_DOOR_CANARY", "worker-env-canary-5150")
-    done = get_agent_sandbox(backend).run(_job(
+    done = _box(backend).run(_job(
         tmp_path, ["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT)], run,
         stdin=b"the task on stdin"))
     assert done.exit_code == 0, done.stderr
@@ -153,7 +168,7 @@ def test_exit_status_is_the_agents_and_nothing_outlives_it(tmp_path, backend, en
     _, run = door
     mark = f"{backend}-{ending}-{os.getpid()}"
     started = time.monotonic()
-    done = get_agent_sandbox(backend).run(_job(
+    done = _box(backend).run(_job(
         tmp_path, ["/usr/bin/python3", "-c", EXITS, ending, mark], run))
     expected = 7 if ending == "7" else 128 + signal.SIGKILL
     assert done.exit_code == expected, (done.exit_code, done.stderr)
@@ -164,18 +179,36 @@ def test_exit_status_is_the_agents_and_nothing_outlives_it(tmp_path, backend, en
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ["bwrap-prelude", "docker"])
 def test_a_refused_listener_fails_the_run_as_evalqs_before_the_agent_starts(tmp_path, backend,
                                                                           door, monkeypatch):
     """The worker waits for another port than the prelude listens on: the listener is refused,
     the prelude exits without starting the agent, and the run is an infrastructure failure."""
-    from evalq.errors import InfrastructureError
-
     _, run = door
-    monkeypatch.setattr(f"evalq.workers.sandbox.{backend}.DOOR_PORT", DOOR_PORT + 1)
+    module = "docker" if backend == "docker" else "bwrap"
+    monkeypatch.setattr(f"evalq.workers.sandbox.{module}.DOOR_PORT", DOOR_PORT + 1)
     job = _job(tmp_path, ["/bin/sh", "-c", "echo started > ran"], run)
     with pytest.raises(InfrastructureError) as failed:
-        get_agent_sandbox(backend).run(job)
+        _box(backend).run(job)
     assert f"not 127.0.0.1:{DOOR_PORT + 1}" in str(failed.value), failed.value
     assert "the agent was not started" in str(failed.value)
     assert not (job.workspace / "ran").exists()
+
+
+def test_a_door_the_worker_cannot_open_stops_bwrap_before_the_agent(tmp_path, door,
+                                                                     monkeypatch):
+    """From outside: if the worker cannot make the listener in the sandbox's namespace (here
+    setns is refused), bubblewrap is stopped while it waits, the agent never runs, and the run
+    is evalq's failure."""
+    _, run = door
+
+    def refused(pid, netns, port):
+        raise PermissionError(1, "setns: Operation not permitted")
+
+    monkeypatch.setattr("evalq.workers.sandbox.netns_door.listen_in", refused)
+    job = _job(tmp_path, ["/bin/sh", "-c", "echo started > ran"], run)
+    with pytest.raises(InfrastructureError) as failed:
+        _box("bwrap").run(job)
+    assert "could not listen in the sandbox" in str(failed.value), failed.value
+    assert not (job.workspace / "ran").exists()
+    assert run.run_id not in door[0].handed

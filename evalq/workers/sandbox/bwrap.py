@@ -5,8 +5,10 @@ a few generated /etc files, the run's profile (read-write; the workspace is insi
 adapter's declared read-only paths, a fresh /tmp, /dev and /proc, and with a door the prelude.
 pid 1 is bubblewrap's own init (started with the agent's environment only): it reaps, and
 when the agent exits, bubblewrap exits with its status and the kernel ends every process left
-in the pid namespace. With a door, the prelude gets its channel as an inherited descriptor
-(nothing on disk to connect to), hands the worker its listener and execs the agent.
+in the pid namespace. With a door, as root with CAP_SYS_ADMIN the worker makes the door's
+listener in the sandbox's network namespace itself before bubblewrap starts the agent
+(netns_door.py); otherwise the prelude gets its channel as an inherited descriptor (nothing on
+disk to connect to), hands the worker its listener and execs the agent (handoff.py).
 The agent runs as uid 65534 with every capability dropped and no_new_privs,
 under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`).
 
@@ -40,6 +42,7 @@ from evalq.workers.sandbox.base import ETC_FILES as GENERATED
 from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
                                         prelude_argv)
 from evalq.workers.sandbox.handoff import Handoff, with_door
+from evalq.workers.sandbox.netns_door import NetnsDoor
 from evalq.workers.sandbox.paths import ETC_FILES, host_toolchain_binds
 
 #: the prelude runs on the toolchain's own interpreter (under /usr), never a virtualenv's
@@ -62,6 +65,12 @@ USER_NAMESPACES = ["--unshare-all", "--uid", str(AGENT_UID), "--gid", str(AGENT_
 
 def _as_root() -> bool:
     return os.geteuid() == 0
+
+
+def door_from_outside() -> bool:
+    """Whether the worker opens a door itself, in the sandbox's network namespace (entering
+    it takes CAP_SYS_ADMIN, which only root has here); else the prelude does, from inside."""
+    return bwrap_as_root()
 
 
 def bwrap_as_root() -> bool:
@@ -99,9 +108,11 @@ def _scratch(path: str, job: AgentJob) -> list[str]:
     return ["--perms", "1777", "--size", str(job.limits.disk_mb * 1024 * 1024), "--tmpfs", path]
 
 
-def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
+def bwrap_options(job: AgentJob, as_root: bool | None = None,
+                  prelude: bool = False) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom;
-    `as_root`: whether bwrap runs as root (bwrap_as_root() when not given)."""
+    `as_root`: whether bwrap runs as root (bwrap_as_root() when not given); `prelude`: the
+    door's prelude is shown (it opens the door from inside)."""
     # bwrap as root: capabilities go with setpriv's switch to the agent user (AS_AGENT)
     as_root = bwrap_as_root() if as_root is None else as_root
     identity = ROOT_NAMESPACES if as_root else USER_NAMESPACES
@@ -118,7 +129,7 @@ def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
     binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
         binds.append(("--bind", str(job.workspace), str(job.workspace)))
-    if job.door is not None:
+    if prelude:
         binds.append(("--ro-bind", str(PRELUDE_SOURCE), PRELUDE_PATH))
     for folder in _folders_above(binds):
         options += ["--perms", "0755", "--dir", folder]
@@ -142,11 +153,19 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
-        return with_door(job, DOOR_PORT, True, lambda door: self._run(job, door))
+        if door_from_outside():
+            make = lambda: NetnsDoor(job.door, DOOR_PORT)  # noqa: E731
+        else:
+            make = lambda: Handoff(job.door, DOOR_PORT, inherited=True)  # noqa: E731
+        return with_door(job, make, lambda door: self._run(job, door))
 
-    def _run(self, job: AgentJob, handoff: Handoff | None) -> ProcResult:
+    def _run(self, job: AgentJob, door: Handoff | NetnsDoor | None) -> ProcResult:
+        handoff = door if isinstance(door, Handoff) else None
         argv = job.argv if handoff is None else \
             prelude_argv(toolchain_python(), job, f"fd:{handoff.sandbox_fd}")
+        should_stop = job.should_stop
+        if isinstance(door, NetnsDoor):  # stopped before its agent starts if the door fails
+            should_stop = lambda: door.failed() or bool(job.should_stop and job.should_stop())  # noqa: E731
         as_root = bwrap_as_root()
         # root without CAP_SYS_ADMIN: bwrap itself runs as the agent user
         bwrap_as_agent = _as_root() and not as_root
@@ -159,10 +178,15 @@ class BwrapAgentSandbox(AgentSandbox):
                 if Path(path).parent != job.profile_root:
                     let_others_pass(Path(path).parent)
         try:
-            run = run_in_bwrap(bwrap_options(job, as_root), argv, env=job.env,
-                               limits=job.limits, prefix=AS_AGENT if bwrap_as_agent else [],
-                               stdin=job.stdin, should_stop=job.should_stop,
-                               pass_fds=() if handoff is None else (handoff.sandbox_fd,))
+            options = bwrap_options(job, as_root, prelude=handoff is not None)
+            fds: tuple[int, ...] = ()
+            if handoff is not None:
+                fds = (handoff.sandbox_fd,)
+            elif door is not None:
+                options, fds = [*door.options, *options], door.fds
+            run = run_in_bwrap(options, argv, env=job.env, limits=job.limits,
+                               prefix=AS_AGENT if bwrap_as_agent else [], stdin=job.stdin,
+                               should_stop=should_stop, pass_fds=fds)
         except SandboxError as exc:
             hint = "" if not bwrap_as_agent or "Permission denied" not in str(exc) else (
                 f" (without CAP_SYS_ADMIN, bubblewrap runs as uid {AGENT_UID}: every folder "

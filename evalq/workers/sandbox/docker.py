@@ -64,7 +64,8 @@ class DockerAgentSandbox(AgentSandbox):
 
     def run(self, job: AgentJob) -> ProcResult:
         give_to_agent(job)
-        return with_door(job, DOOR_PORT, False, lambda door: self._run(job, door))
+        return with_door(job, lambda: Handoff(job.door, DOOR_PORT, inherited=False),
+                         lambda door: self._run(job, door))
 
     def _run(self, job: AgentJob, handoff: Handoff | None) -> ProcResult:
         try:

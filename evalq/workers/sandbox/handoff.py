@@ -197,18 +197,18 @@ def _answer(channel: socket.socket, message: bytes) -> None:
         pass  # the sandbox is gone already: nothing waits for the answer
 
 
-def with_door(job: Any, port: int, inherited: bool,
-              body: Callable[[Optional[Handoff]], ProcResult]) -> ProcResult:
-    """Run `body(handoff)` with `job`'s door waiting for its listener (None: the job has no
-    door). A door that never opened is evalq's failure: its prelude never started the agent."""
-    handoff = Handoff(job.door, port, inherited) if job.door is not None else None
+def with_door(job: Any, make: Callable[[], Any], body: Callable[[Any], ProcResult]) -> ProcResult:
+    """Run `body(door)` with `job`'s door being opened (`make()`: a Handoff, or a NetnsDoor;
+    None when the job has no door). A door that never opened is evalq's failure: the agent
+    was never started (the prelude does not exec it; bubblewrap is stopped before it)."""
+    door = make() if job.door is not None else None
     try:
-        proc = body(handoff)
+        proc = body(door)
     finally:
-        if handoff is not None:
-            handoff.close()
-    if handoff is not None and not handoff.opened.is_set():
-        why = handoff.problem or "the sandbox's prelude handed no listener"
+        if door is not None:
+            door.close()
+    if door is not None and not door.opened.is_set():
+        why = door.problem or "the sandbox's prelude handed no listener"
         said = proc.stderr[-400:].decode("utf-8", "replace").strip()
         raise InfrastructureError(f"agent sandbox: its door did not open ({why}); the agent "
                                   "was not started" + (f": {said}" if said else ""))
