@@ -1,10 +1,11 @@
-"""The door as it was before the listener handoff, as a bench-only agent sandbox backend.
+"""The door as it was before, and as it is opened from inside, as bench-only backends.
 
-`bwrap-relay` runs a trial as bubblewrap did when the relay launcher (relay_launcher.py) was
+`bwrap-prelude` is today's bwrap with the door opened by its prelude from inside the sandbox
+(as without CAP_SYS_ADMIN) instead of by the worker from outside (as root). `bwrap-relay` runs a trial as bubblewrap did when the relay launcher (relay_launcher.py) was
 pid 1: the gateway serves the run on a unix socket of the worker's, bind-mounted into the
 sandbox, and the launcher relays 127.0.0.1:DOOR_PORT to it for the whole run. The agentbox and
 inflight sections run it beside the current `bwrap` in the same script (old vs new); nothing
-outside bench/ knows it. `register()` adds it to the agent sandbox backends of this process.
+outside bench/ knows it. `register()` adds both to the agent sandbox backends of this process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from evalq.workers.sandbox.bwrap import (AS_AGENT, BwrapAgentSandbox, bwrap_as_r
                                          bwrap_options, toolchain_python)
 
 NAME = "bwrap-relay"
+PRELUDE = "bwrap-prelude"
 RELAY_SOURCE = Path(__file__).with_name("relay_launcher.py")
 RELAY_PATH = f"{RUN_DIR}/launcher.py"
 SOCKET_PATH = f"{RUN_DIR}/door.sock"
@@ -31,6 +33,14 @@ SOCKET_PATH = f"{RUN_DIR}/door.sock"
 
 def register() -> None:
     BACKENDS[NAME] = f"{__name__}:BwrapRelaySandbox"
+    BACKENDS[PRELUDE] = f"{__name__}:BwrapPreludeSandbox"
+
+
+class BwrapPreludeSandbox(BwrapAgentSandbox):
+    name = PRELUDE
+
+    def door_from_outside(self) -> bool:
+        return False
 
 
 class BwrapRelaySandbox(BwrapAgentSandbox):

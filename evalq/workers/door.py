@@ -1,9 +1,9 @@
 """The door out of an agent sandbox: a run of this worker's model gateway.
 
-Inside, the agent finds it at http://127.0.0.1:PORT: the sandbox's prelude listens there, in
-the sandbox's own network namespace, and hands the listening socket to this gateway, which
-accepts the agent's connections itself (evalq/workers/sandbox/handoff.py): no process of
-evalq's per run, no socket of the run's on the worker's disk. Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, and there only
+Inside, the agent finds it at http://127.0.0.1:PORT: a socket listening in the sandbox's own
+network namespace (made there by the worker, or by the sandbox's prelude and handed over:
+evalq/workers/sandbox/netns_door.py, handoff.py), whose connections this gateway accepts
+itself: no process of evalq's per run relays them. Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, and there only
 the model calls of the agent's provider API (no reads of the provider account), puts the real
 credential on each request (the agent holds a placeholder), meters every request on the wire
 and refuses requests once a budget is spent. One gateway serves every run of a worker process:

@@ -23,6 +23,7 @@ from evalq.modelserver.script import parse_script
 from evalq.workers.gateway import Gateway, Upstream
 from evalq.workers.profile import new_profile
 from evalq.workers.sandbox import DOOR_PORT, AgentJob, get_agent_sandbox
+from evalq.workers.sandbox.bwrap import BwrapAgentSandbox
 from probe_limits import PROBE_LIMITS
 
 #: bwrap as root opens the door from outside (netns_door.py); "bwrap-prelude" is the same
@@ -35,7 +36,7 @@ def _prelude_in_bwrap(request, monkeypatch):
     backend = request.node.callspec.params.get("backend") if hasattr(request.node, "callspec") \
         else None
     if backend == "bwrap-prelude":
-        monkeypatch.setattr("evalq.workers.sandbox.bwrap.door_from_outside", lambda: False)
+        monkeypatch.setattr(BwrapAgentSandbox, "door_from_outside", lambda self: False)
 
 
 def _box(backend: str):

@@ -5,8 +5,8 @@ its workspace and profile (read-write, at their host paths so adapters need no t
 the toolchain and the read-only paths its adapter declares, its condition's agent source
 read-only at AGENT_DIR, a fresh /tmp and /dev, and a
 /proc of its own pid namespace; its only network is the door: 127.0.0.1:DOOR_PORT, a socket
-the prelude (prelude.py) opens in the sandbox's own network namespace and hands to the
-worker's model gateway, which accepts the agent's connections from there (handoff.py).
+listening in the sandbox's own network namespace, made there by the worker (netns_door.py) or
+by the prelude (prelude.py, handoff.py), whose connections the worker's model gateway accepts.
 """
 
 from __future__ import annotations

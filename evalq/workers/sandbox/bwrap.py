@@ -67,12 +67,6 @@ def _as_root() -> bool:
     return os.geteuid() == 0
 
 
-def door_from_outside() -> bool:
-    """Whether the worker opens a door itself, in the sandbox's network namespace (entering
-    it takes CAP_SYS_ADMIN, which only root has here); else the prelude does, from inside."""
-    return bwrap_as_root()
-
-
 def bwrap_as_root() -> bool:
     """Whether bubblewrap itself runs as root, making every namespace but a user namespace:
     only with CAP_SYS_ADMIN. Root without it runs bubblewrap as the agent user."""
@@ -153,11 +147,17 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
-        if door_from_outside():
+        if self.door_from_outside():
             make = lambda: NetnsDoor(job.door, DOOR_PORT)  # noqa: E731
         else:
             make = lambda: Handoff(job.door, DOOR_PORT, inherited=True)  # noqa: E731
         return with_door(job, make, lambda door: self._run(job, door))
+
+    def door_from_outside(self) -> bool:
+        """Whether the worker opens a door itself, in the sandbox's network namespace
+        (entering it takes CAP_SYS_ADMIN, which only root has here); else the prelude does,
+        from inside."""
+        return bwrap_as_root()
 
     def _run(self, job: AgentJob, door: Handoff | NetnsDoor | None) -> ProcResult:
         handoff = door if isinstance(door, Handoff) else None
