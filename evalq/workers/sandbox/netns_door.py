@@ -18,14 +18,13 @@ import os
 import select
 import socket
 import threading
-import time
 from typing import Any, Optional
 
 CLONE_NEWNET = 0x40000000
 IP_FREEBIND = 15  # bind before bubblewrap has brought the namespace's loopback up
 BACKLOG = 128
-#: how long bubblewrap may take to report its child before the door is given up
-INFO_SECONDS = 60.0
+#: how long close() waits for the door's thread (it is woken at once)
+JOIN_SECONDS = 30.0
 
 
 def _setns(fd: int) -> None:
@@ -80,6 +79,9 @@ class NetnsDoor:
         self.info_read, self.info_write = os.pipe()
         self.block_read, self.block_write = os.pipe()
         self.fds = (self.info_write, self.block_read)
+        # close() writes here: the thread sleeps in select() until bwrap reports or this wakes
+        # it, never polling (hundreds of pending starts must not churn the worker's GIL)
+        self.wake_read, self.wake_write = os.pipe()
         self.options = ["--info-fd", str(self.info_write), "--block-fd", str(self.block_read)]
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._open, name="evalq-door", daemon=True)
@@ -90,11 +92,11 @@ class NetnsDoor:
         return self.problem is not None
 
     def _info(self) -> dict:
-        data, deadline = b"", time.monotonic() + INFO_SECONDS
-        while not self._done.is_set() and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.info_read], [], [], 0.1)
-            if not ready:
-                continue
+        data = b""
+        while not self._done.is_set():
+            ready, _, _ = select.select([self.info_read, self.wake_read], [], [])
+            if self.wake_read in ready:
+                break
             chunk = os.read(self.info_read, 4096)
             if not chunk:
                 break
@@ -118,6 +120,8 @@ class NetnsDoor:
 
     def close(self) -> None:
         self._done.set()
-        self._thread.join(INFO_SECONDS)
-        for fd in (self.info_read, self.info_write, self.block_read, self.block_write):
+        os.write(self.wake_write, b"x")
+        self._thread.join(JOIN_SECONDS)
+        for fd in (self.info_read, self.info_write, self.block_read, self.block_write,
+                   self.wake_read, self.wake_write):
             os.close(fd)
