@@ -213,3 +213,25 @@ def test_a_door_the_worker_cannot_open_stops_bwrap_before_the_agent(tmp_path, do
     assert "could not listen in the sandbox" in str(failed.value), failed.value
     assert not (job.workspace / "ran").exists()
     assert run.run_id not in door[0].handed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_door_opens_in_a_worker_holding_over_a_thousand_descriptors(tmp_path, backend,
+                                                                        door):
+    """A worker with hundreds of trials in flight holds thousands of descriptors: the door's
+    own (pipes, channel, listener) are numbered past 1024, where select() cannot go."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard), hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        done = _box(backend).run(_job(tmp_path, ["/usr/bin/python3", "-c", (
+            "import socket; socket.create_connection(('127.0.0.1', %d), timeout=20).close(); "
+            "print('REACHED')" % DOOR_PORT)], door[1]))
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert done.exit_code == 0 and b"REACHED" in done.stdout, done.stderr

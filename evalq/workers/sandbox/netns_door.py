@@ -79,7 +79,7 @@ class NetnsDoor:
         self.info_read, self.info_write = os.pipe()
         self.block_read, self.block_write = os.pipe()
         self.fds = (self.info_write, self.block_read)
-        # close() writes here: the thread sleeps in select() until bwrap reports or this wakes
+        # close() writes here: the thread sleeps in poll() until bwrap reports or this wakes
         # it, never polling (hundreds of pending starts must not churn the worker's GIL)
         self.wake_read, self.wake_write = os.pipe()
         self.options = ["--info-fd", str(self.info_write), "--block-fd", str(self.block_read)]
@@ -93,8 +93,11 @@ class NetnsDoor:
 
     def _info(self) -> dict:
         data = b""
+        waiting = select.poll()  # not select(): a busy worker's descriptors pass 1024
+        waiting.register(self.info_read, select.POLLIN)
+        waiting.register(self.wake_read, select.POLLIN)
         while not self._done.is_set():
-            ready, _, _ = select.select([self.info_read, self.wake_read], [], [])
+            ready = {fd for fd, _ in waiting.poll()}
             if self.wake_read in ready:
                 break
             chunk = os.read(self.info_read, 4096)
