@@ -1,9 +1,12 @@
 """Many in-flight trials in one threads-pool agent worker: memory per trial, and a SIGKILL.
 
-One `evalq worker --queues agents --pool threads -c N` takes a study of N trials whose agents
-(the `command` agent running `sleep`, in bubblewrap) sleep SLEEP seconds. With all N in flight,
+One `evalq worker --queues agents --pool threads -c N` takes a study of N sealed trials whose
+agents (the `command` agent running `sleep`, in bubblewrap, each with its door open to a
+scripted model server of this script) sleep SLEEP seconds. With all N in flight, two figures:
 the worker's own memory (its RSS, plus any child that is not an agent sandbox) less its idle
-RSS, measured in the same run, is divided by N. Then the worker is SIGKILLed with N in flight,
+RSS, measured in the same run, divided by N; and everything evalq starts per trial: that, plus
+every process of each sandbox that is not the agent's own `sleep` (bwrap and its init, and the
+door's relay launcher when there was one), divided by N. Then the worker is SIGKILLed with N in flight,
 a new one takes over, and every trial must end with exactly one recorded outcome. For scale,
 one idle prefork child's RSS (what each in-flight trial would cost as a process) is measured
 too. Every process started here is stopped by its own pid; the run is bounded by deadlines.
@@ -24,7 +27,8 @@ from .figures import Figure, ratio
 from .services import ROOT, Workers, child_env, evalq_worker_argv, wait_for
 
 FIXTURE = ROOT / "bench" / "fixture" / "bench-noop"
-TARGET_MIB = 5.0  # issue 19: evalq's own memory per in-flight trial
+TARGET_MIB = 5.0  # issues 19 and 32: evalq's own memory per in-flight trial
+AGENT_COMM = "sleep"
 MiB = 1024 * 1024
 
 
@@ -72,19 +76,32 @@ def _descendants(pid: int, tree: dict[int, list[int]]) -> list[int]:
     return out
 
 
+def _is_agent(pid: int) -> bool:
+    """The agent's own process (the study's `sleep`), not one of evalq's in its sandbox."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == AGENT_COMM
+    except OSError:
+        return False
+
+
 def worker_memory(pid: int) -> dict:
-    """The worker's own RSS and its non-agent children's, apart from its agent sandboxes'."""
+    """The worker's own RSS and its non-agent children's, apart from its agent sandboxes',
+    whose processes are split into evalq's (bwrap, its init, a relay) and the agent's."""
     tree = _children()
-    own, agents, sandboxes = _rss(pid), 0, 0
+    own, agents, sandboxes, evalq_in_sandboxes = _rss(pid), 0, 0, 0
     for child in tree.get(pid, []):
         subtree = [child, *_descendants(child, tree)]
-        size = sum(_rss(p) for p in subtree)
         if _is_sandbox(child):
-            agents += size
             sandboxes += 1
+            for process in subtree:
+                if _is_agent(process):
+                    agents += _rss(process)
+                else:
+                    evalq_in_sandboxes += _rss(process)
         else:
-            own += size
-    return {"own_bytes": own, "agent_bytes": agents, "sandboxes": sandboxes}
+            own += sum(_rss(p) for p in subtree)
+    return {"own_bytes": own, "agent_bytes": agents, "sandboxes": sandboxes,
+            "sandbox_evalq_bytes": evalq_in_sandboxes}
 
 
 def _prefork_child_rss(env: dict, logdir: Path) -> int | None:
@@ -115,14 +132,15 @@ def _fixture(workdir: Path, wall: int) -> Path:
     return dest
 
 
-def write_study(workdir: Path, n: int, sleep: float) -> Path:
+def write_study(workdir: Path, n: int, sleep: float, model_url: str) -> Path:
     wall = int(sleep) + 240
     fixture = _fixture(workdir, wall)
     path = workdir / "inflight.toml"
     path.write_text(f'id = "inflight"\nfixtures = ["{fixture.as_posix()}"]\nrepetitions = {n}\n'
                     f"seed = 3\nmax_attempts = 2\n\n[budgets]\nwall_seconds = {wall}\n\n"
                     '[[conditions]]\nname = "sleeper"\nagent = "command"\n'
-                    f'settings = {{ argv = ["sleep", "{sleep:g}"] }}\n')
+                    f'settings = {{ base_url = "{model_url}/v1", '
+                    f'argv = ["sleep", "{sleep:g}"] }}\n')
     return path
 
 
@@ -168,6 +186,18 @@ def _leftovers(workdir: Path) -> list[int]:
 
 def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
         deadline_seconds: float = 1500) -> tuple[list[Figure], dict]:
+    """The study's model endpoint is a scripted server of this process: each trial's door
+    opens to it (the agents never call it)."""
+    from evalq.modelserver import ModelServer
+    from evalq.modelserver.script import parse_script
+
+    script = parse_script({"turns": [], "fallback": {"text": "", "usage": {}}})
+    with ModelServer(script) as server:
+        return _run(workdir, broker, database, n, sleep, log, deadline_seconds, server.url)
+
+
+def _run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
+         deadline_seconds: float, model_url: str) -> tuple[list[Figure], dict]:
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     end = started + deadline_seconds
@@ -184,7 +214,7 @@ def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
                      "EVALQ_AGENT_SANDBOX": "bwrap", "EVALQ_LEASE_SECONDS": str(lease)})
     logdir = workdir / "logs"
     logdir.mkdir(exist_ok=True)
-    study = write_study(workdir, n, sleep)
+    study = write_study(workdir, n, sleep, model_url)
     from evalq.results.store import init_db
 
     init_db(database)  # the tables exist before the first poll
@@ -230,9 +260,12 @@ def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
         data["loaded"] = loaded
         data["samples"] = samples[-20:]
         per_trial = (loaded["own_bytes"] - idle["own_bytes"]) / max(1, loaded["in_flight"])
+        per_trial_all = (loaded["own_bytes"] - idle["own_bytes"]
+                         + loaded["sandbox_evalq_bytes"]) / max(1, loaded["in_flight"])
         log(f"{loaded['in_flight']} in flight after {data['ramp_seconds']} s: worker RSS "
-            f"{loaded['own_bytes'] / MiB:.1f} MiB, agents' {loaded['agent_bytes'] / MiB:.1f} "
-            f"MiB in {loaded['sandboxes']} sandboxes")
+            f"{loaded['own_bytes'] / MiB:.1f} MiB, evalq's in the sandboxes "
+            f"{loaded['sandbox_evalq_bytes'] / MiB:.1f} MiB, agents' "
+            f"{loaded['agent_bytes'] / MiB:.1f} MiB in {loaded['sandboxes']} sandboxes")
 
         os.kill(pid, signal.SIGKILL)  # the worker alone: its sandboxes die with it
         victim.procs[0][0].wait(30)
@@ -268,7 +301,17 @@ def run(workdir: Path, broker: str, database: str, n: int, sleep: float, log,
 
     prefork = data["prefork_child_rss_bytes"]
     per_mib = per_trial / MiB
+    sandboxes = max(1, loaded["sandboxes"])
     figures = [
+        Figure(f"everything evalq starts per in-flight sealed trial ({killed_in_flight} in one "
+               "threads worker, each with its door)", per_trial_all / MiB, "MiB",
+               target=TARGET_MIB,
+               note=f"worker growth {(loaded['own_bytes'] - idle['own_bytes']) / MiB:.1f} MiB "
+                    f"+ evalq's processes in the sandboxes "
+                    f"{loaded['sandbox_evalq_bytes'] / MiB:.1f} MiB "
+                    f"({loaded['sandbox_evalq_bytes'] / sandboxes / MiB:.2f} MiB a sandbox: "
+                    "bwrap and its init), RSS; the agents' own sleep processes "
+                    f"{loaded['agent_bytes'] / MiB:.0f} MiB excluded"),
         Figure(f"evalq's own memory per in-flight trial ({killed_in_flight} in one threads "
                "worker)", per_mib, "MiB", target=TARGET_MIB,
                note=f"worker RSS {idle['own_bytes'] / MiB:.1f} → "

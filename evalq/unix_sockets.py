@@ -12,9 +12,10 @@ import socket
 from pathlib import Path
 
 
-def bound_unix_socket(path: Path) -> socket.socket:
-    """A stream socket bound at `path` (its folder must exist; the socket file must not)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def bound_unix_socket(path: Path, kind: int = socket.SOCK_STREAM) -> socket.socket:
+    """A socket (stream, or `kind`) bound at `path` (its folder must exist; the socket file
+    must not)."""
+    sock = socket.socket(socket.AF_UNIX, kind)
     folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         sock.bind(f"/proc/self/fd/{folder}/{path.name}")

@@ -1,7 +1,9 @@
-"""The door out of an agent sandbox: a per-run socket of this worker's model gateway.
+"""The door out of an agent sandbox: a run of this worker's model gateway.
 
-The sandbox bind-mounts the socket; inside, the launcher exposes it as http://127.0.0.1:PORT.
-Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, and there only
+Inside, the agent finds it at http://127.0.0.1:PORT: a socket listening in the sandbox's own
+network namespace (made there by the worker, or by the sandbox's prelude and handed over:
+evalq/workers/sandbox/netns_door.py, handoff.py), whose connections this gateway accepts
+itself: no process of evalq's per run relays them. Behind it the gateway (evalq/workers/gateway/) allows only the run's upstream, and there only
 the model calls of the agent's provider API (no reads of the provider account), puts the real
 credential on each request (the agent holds a placeholder), meters every request on the wire
 and refuses requests once a budget is spent. One gateway serves every run of a worker process:
@@ -10,13 +12,10 @@ it is made on first use, so a forked pool child makes its own.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from evalq.errors import InfrastructureError
@@ -42,9 +41,8 @@ def worker_gateway() -> Gateway:
 
 @dataclass
 class Door:
-    """An open door: the socket the sandbox mounts, and the gateway's run behind it."""
+    """An open door: the gateway's run behind it (AgentJob.door)."""
 
-    socket_path: str
     run: GatewayRun
 
 
@@ -67,13 +65,10 @@ def open_door(upstream_base_url: str, credentials: Optional[dict[str, str]] = No
                             credential=names[0] if names else None, api=api)
     except ValueError as exc:
         raise InfrastructureError(f"the condition's model endpoint: {exc}") from None
-    folder = Path(tempfile.mkdtemp(prefix="evalq-door-"))  # 0700: the worker's own
-    run = worker_gateway().open_run(f"run-{uuid.uuid4().hex}", folder / "door.sock",
-                                    [upstream], credentials=credentials or {},
+    run = worker_gateway().open_run(f"run-{uuid.uuid4().hex}", None, [upstream], credentials=credentials or {},
                                     budgets=budgets, concurrency=concurrency,
                                     on_exhausted=on_exhausted, models=models)
     try:
-        yield Door(str(run.socket_path), run)
+        yield Door(run)
     finally:
         run.close()
-        shutil.rmtree(folder, ignore_errors=True)

@@ -68,7 +68,7 @@ def test_reads_of_the_provider_account_are_refused_at_the_door(tmp_path, backend
             done = get_agent_sandbox(backend).run(AgentJob(
                 argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT), json.dumps(READS)],
                 env=profile.env, workspace=profile.workspace, profile_root=profile.root,
-                limits=PROBE_LIMITS, door_socket=door.socket_path, label="account-reads"))
+                limits=PROBE_LIMITS, door=door.run, label="account-reads"))
             assert done.exit_code == 0, (done.stdout, done.stderr)
             seen = json.loads(done.stdout.decode().split("SEEN", 1)[1])
             # nothing but the model call reached the provider, refused or not

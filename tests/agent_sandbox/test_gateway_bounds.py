@@ -64,7 +64,7 @@ def test_huge_model_names_keep_the_records_and_the_worker_bounded(tmp_path, back
                     argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT), str(NAME_BYTES),
                           str(REQUESTS)],
                     env=profile.env, workspace=profile.workspace, profile_root=profile.root,
-                    limits=PROBE_LIMITS, door_socket=door.socket_path, label="huge-names"))
+                    limits=PROBE_LIMITS, door=door.run, label="huge-names"))
             server.exchanges.clear()  # (the provider's own ledger is the test's, not evalq's)
             records, totals = door.run.records(), door.run.totals()
             gc.collect()  # what is left is what the worker holds, not garbage to be freed

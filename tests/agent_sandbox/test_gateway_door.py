@@ -31,6 +31,9 @@ AGENT = r'''
 import json, os, sys, urllib.request, urllib.error
 url = sys.argv[1].rstrip("/")
 print("HELD", os.environ.get("OPENAI_API_KEY"))
+# it under-reports its own usage (written first: a spent budget stops it at any point after)
+with open(os.path.join(sys.argv[2], "usage.json"), "w") as out:
+    json.dump({"input_tokens": 1, "output_tokens": 1}, out)
 def post(target):
     body = json.dumps({"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]})
     req = urllib.request.Request(target, data=body.encode(), method="POST",
@@ -55,9 +58,6 @@ for i in range(6):
     print("CALL", i, code)
     if code == 429:
         break
-# and it under-reports its own usage: the wire says otherwise
-with open(os.path.join(sys.argv[2], "usage.json"), "w") as out:
-    json.dump({"input_tokens": 1, "output_tokens": 1}, out)
 '''
 
 

@@ -132,7 +132,7 @@ def test_hanging_up_before_the_usage_event_does_not_dodge_the_meter(tmp_path, ba
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", AGENT, str(DOOR_PORT)], env=profile.env,
             workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            door_socket=str(run.socket_path), label="hangup"))
+            door=run, label="hangup"))
         assert done.exit_code == 0, (done.stdout, done.stderr)
         assert b"A 200" in done.stdout  # the agent had its answer and is gone
         whole = provider_ends == "whole"
@@ -202,7 +202,7 @@ def test_many_model_calls_at_once_overshoot_a_token_budget_by_a_few_at_most(tmp_
                                  f"http://127.0.0.1:{DOOR_PORT}", str(calls)],
                            env=profile.env, workspace=profile.workspace,
                            profile_root=profile.root, limits=PROBE_LIMITS,
-                           door_socket=str(run.socket_path), label="burst")
+                           door=run, label="burst")
             agent = threading.Thread(target=lambda: out.update(
                 done=get_agent_sandbox(backend).run(job)), daemon=True)
             agent.start()
@@ -232,13 +232,11 @@ def test_many_model_calls_at_once_overshoot_a_token_budget_by_a_few_at_most(tmp_
 FLOOD = r"""
 import socket
 held = []
-for _ in range(1000):  # straight to the door's socket, past the launcher's threads
-    s = socket.socket(socket.AF_UNIX)
+for _ in range(1000):  # connections to the door, each held open
     try:
-        s.connect("/run/evalq/door.sock")
+        held.append(socket.create_connection(("127.0.0.1", 8976), timeout=30))
     except OSError:
         break
-    held.append(s)
 with open("ready", "w") as f:
     f.write(str(len(held)))
 with open("go") as f:  # hold them until the test has looked
@@ -275,7 +273,7 @@ def test_a_flood_of_connections_to_the_door_cannot_starve_other_runs(tmp_path, b
             before = _fds()
             job = AgentJob(argv=["/usr/bin/python3", "-c", FLOOD], env=profile.env,
                            workspace=profile.workspace, profile_root=profile.root,
-                           limits=PROBE_LIMITS, door_socket=str(flooded.socket_path), label="flood")
+                           limits=PROBE_LIMITS, door=flooded, label="flood")
             agent = threading.Thread(target=lambda: out.update(
                 done=get_agent_sandbox(backend).run(job)), daemon=True)
             agent.start()
@@ -340,7 +338,7 @@ def test_a_request_loop_cannot_grow_the_gateways_records_without_bound(tmp_path,
         done = get_agent_sandbox(backend).run(AgentJob(
             argv=["/usr/bin/python3", "-c", HAMMER, str(DOOR_PORT), "1000"], env=profile.env,
             workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-            door_socket=str(run.socket_path), label="loop"))
+            door=run, label="loop"))
         assert done.exit_code == 0, done.stderr
         assert b"CODES {403: 200, 429: 800}" in done.stdout, done.stdout
         assert len(run.records()) == 200
@@ -354,8 +352,7 @@ def test_a_request_loop_cannot_grow_the_gateways_records_without_bound(tmp_path,
 MALFORMED = r"""
 import socket, sys
 for _ in range(int(sys.argv[1])):  # each one a fresh connection with a request aiohttp rejects
-    s = socket.socket(socket.AF_UNIX)
-    s.connect("/run/evalq/door.sock")
+    s = socket.create_connection(("127.0.0.1", 8976), timeout=30)
     s.sendall(b"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n")
     s.recv(65536)
     s.close()
@@ -377,7 +374,7 @@ def test_malformed_requests_in_a_loop_do_not_flood_the_workers_log(tmp_path, bac
             done = get_agent_sandbox(backend).run(AgentJob(
                 argv=["/usr/bin/python3", "-c", MALFORMED, "300"], env=profile.env,
                 workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-                door_socket=str(run.socket_path), label="bad"))
+                door=run, label="bad"))
             run.close()  # (every connection's handler has run)
         assert done.exit_code == 0 and b"SENT" in done.stdout, done.stderr
         logged = [r for r in caplog.records if "Error handling request" in r.getMessage()]

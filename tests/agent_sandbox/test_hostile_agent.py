@@ -301,9 +301,11 @@ def test_no_canary_was_read_in_any_form(study):
     assert searched > 10
     for kind in ("solution", "hidden", "other_run", "home", "secret", "environ", "env_key"):
         assert study["said"][kind].startswith("blocked"), (kind, study["said"][kind])
-    # pid 1 is the launcher, started with the agent's minimal environment only
+    # pid 1 is the sandbox's init, started with the agent's minimal environment only: bwrap's
+    # (root's, as root: not the agent's to read at all) or Docker's (the agent user's)
     pid1 = study["said"]["pid1_environ"]
-    assert "HOME=" in pid1 and study["canaries"]["env"] not in pid1
+    assert pid1 == "" or "HOME=" in pid1, pid1
+    assert study["canaries"]["env"] not in pid1
     assert not any(k in pid1 for k in ("EVALQ_", "VIRTUAL_ENV", "PYTHONPATH"))
 
 

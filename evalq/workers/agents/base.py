@@ -52,9 +52,9 @@ class AgentContext:
     should_stop: Callable[[], bool] = lambda: False
     #: the agent sandbox backend (None: EVALQ_AGENT_SANDBOX, else bwrap)
     sandbox: Optional[str] = None
-    #: a host unix socket that is this run's door out (the model gateway's); None: when the
+    #: the model gateway's run that is this run's door out (a GatewayRun); None: when the
     #: condition names a base_url, the run opens evalq.workers.door.open_door to it
-    door_socket: Optional[str] = None
+    door: Optional[Any] = None
     #: the base URL the agent is given (set by `run`): http://127.0.0.1:PORT/… inside a sealed
     #: run, the condition's settings.base_url when unsealed, None when there is no endpoint
     model_url: Optional[str] = None
@@ -264,15 +264,16 @@ class AgentAdapter(ABC):
         granted = credentials(self.credential_names(ctx))
         door = None
         with ExitStack() as stack:
-            socket_path = ctx.door_socket
+            gateway_run = ctx.door
             upstream = self.upstream_url(ctx)
-            if box.sealed and socket_path is None and upstream:
+            if box.sealed and gateway_run is None and upstream:
                 door = stack.enter_context(open_door(
                     upstream, granted, auth=self.door_auth(ctx), api=self.door_api(ctx),
                     budgets=gateway_budgets(ctx), concurrency=ctx.settings.get("concurrency"),
                     models=enforced_models(ctx)))
-                socket_path = door.socket_path
-            ctx.model_url = box.model_url(upstream) if socket_path or not box.sealed else None
+                gateway_run = door.run
+            ctx.model_url = box.model_url(upstream) if gateway_run is not None \
+                or not box.sealed else None
             env = ctx.profile.env
             env.update(self.quiet_env)
             env.update(self.environment(ctx))
@@ -293,7 +294,7 @@ class AgentAdapter(ABC):
                                     profile_root=ctx.profile.root,
                                     limits=agent_limits(ctx.limits, ctx.budgets,
                                                         OUTPUT_LIMIT),
-                                    readonly=readonly, door_socket=socket_path,
+                                    readonly=readonly, door=gateway_run,
                                     agent_source=ctx.agent_source if box.sealed else None,
                                     stdin=self.stdin(ctx),
                                     should_stop=lambda: bool(door and door.run.exhausted)

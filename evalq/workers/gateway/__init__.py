@@ -1,8 +1,9 @@
 """The model gateway: a run's only network door, outside its sandbox (SPEC I2, I3).
 
-Each run gets an HTTP endpoint on a unix socket that the sandbox bind-mounts (inside, a
-forwarder exposes it as http://127.0.0.1:PORT). The run is known by the socket a request came in
-on, never by anything the agent sends. For every request the gateway:
+Each run gets an HTTP endpoint: a unix socket of its own, or (a sealed sandbox's door) the
+listening socket the sandbox hands over from its own network namespace, where the agent finds
+it as http://127.0.0.1:PORT (`Gateway.serve_listener`). The run is known by the socket a
+request came in on, never by anything the agent sends. For every request the gateway:
 
 - forwards only to the run's allowlist of upstream base URLs (scheme, host, port and path
   prefix; https with verified certificates, plain http only to loopback), and there only the

@@ -1,16 +1,20 @@
 """The gateway process side: one asyncio loop in one thread serves every open run's socket.
 
 A worker holding hundreds of waiting trials needs no thread per connection: each run is a
-listener on its own unix socket, all on this loop, all sharing one pool of upstream
-connections (TLS verified) and one concurrency counter per provider.
+listener on its own unix socket, or on the listening sockets handed to it (a sealed sandbox's
+door: bound in the sandbox's network namespace, accepted from here), all on this loop, all
+sharing one pool of upstream connections (TLS verified) and one concurrency counter per
+provider.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import os
+import socket
 import ssl
 import stat
 import threading
@@ -59,6 +63,18 @@ class RunServer(web.Server):
         super().connection_lost(handler, exc)
 
 
+#: connections taken from one handed listener per wake-up of the loop
+ACCEPT_BATCH = 16
+#: pause before accepting again when the worker is out of file descriptors or memory
+ACCEPT_RETRY_SECONDS = 1.0
+
+
+def _close_on_failure(conn: socket.socket, task: "asyncio.Task") -> None:
+    """A handed connection the loop could not take up (closed already, say) is closed."""
+    if not task.cancelled() and task.exception() is not None:
+        conn.close()
+
+
 #: aiohttp's own errors (malformed requests, mostly) logged per run; the rest are dropped
 MAX_LOGGED_ERRORS_PER_RUN = 5
 
@@ -103,6 +119,8 @@ class Gateway:
         self.ssl_context = ssl_context or ssl.create_default_context()
         self.runs: dict[str, GatewayRun] = {}
         self.runs_lock = threading.Lock()
+        #: run id -> the listeners handed to serve_listener (touched on the loop only)
+        self.handed: dict[str, list[socket.socket]] = {}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="evalq-gateway",
                                        daemon=True)
@@ -130,7 +148,7 @@ class Gateway:
             timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=600))
 
     # ------------------------------------------------------------------ runs
-    def open_run(self, run_id: str, socket_path: Union[str, Path],
+    def open_run(self, run_id: str, socket_path: Optional[Union[str, Path]],
                  upstreams: Sequence[Union[str, Upstream]],
                  credentials: Optional[Mapping[str, str]] = None,
                  budgets: Optional[RunBudgets] = None, concurrency: Optional[int] = None,
@@ -138,11 +156,13 @@ class Gateway:
                  socket_mode: int = 0o600,
                  models: Optional[Iterable[str]] = None) -> GatewayRun:
         """Listen for one run on `socket_path` (its parent should be a directory only the
-        worker can enter) and return its handle once the socket accepts connections.
+        worker can enter) and return its handle once the socket accepts connections;
+        `socket_path=None`: no socket of its own, its connections come from the listeners
+        given to `serve_listener` (a sealed sandbox's door).
 
         With `models`, a model call naming any other model is refused (403 model_not_allowed)."""
-        path = Path(socket_path)
-        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        path = None if socket_path is None else Path(socket_path)
+        if path is not None and len(os.fsencode(path)) > MAX_SOCKET_PATH:
             raise ValueError(f"socket path {path} is over {MAX_SOCKET_PATH} bytes; "
                              "use a shorter directory")
         run = GatewayRun(self, run_id, path, as_upstreams(upstreams), credentials or {},
@@ -161,17 +181,76 @@ class Gateway:
         return run
 
     async def _listen(self, run: GatewayRun, mode: int) -> None:
+        server = RunServer(functools.partial(handle, self, run), access_log=None,
+                           logger=FewErrors(run.run_id))
+        run.http_server = server
         path = run.socket_path
+        if path is None:
+            return
         if path.exists() or path.is_symlink():
             if not stat.S_ISSOCK(path.lstat().st_mode):
                 raise FileExistsError(f"{path} exists and is not a socket; give the run a "
                                       "fresh socket path")
             path.unlink()
-        server = RunServer(functools.partial(handle, self, run), access_log=None,
-                           logger=FewErrors(run.run_id))
         listener = await self.loop.create_unix_server(server, sock=bound_unix_socket(path))
         os.chmod(path, mode)
-        run.http_server, run.listener = server, listener
+        run.listener = listener
+
+    # ------------------------------------------------------------------ handed listeners
+    def serve_listener(self, run: GatewayRun, listener: socket.socket) -> None:
+        """Serve `run` on every connection `listener` accepts as well: a listening stream
+        socket, TCP or unix, bound in any network namespace (a sealed sandbox's own: its door
+        hands it over, evalq/workers/sandbox/handoff.py). From here the gateway owns it: it
+        is closed with the run, or at once if accepting from it fails (only that run loses
+        its door). Callable from any thread, the loop's own included; returns at once."""
+        if threading.current_thread() is self.thread:
+            self._adopt(run, listener)
+        else:
+            self.loop.call_soon_threadsafe(self._adopt, run, listener)
+
+    def _adopt(self, run: GatewayRun, listener: socket.socket) -> None:
+        if run.closed or run.http_server is None:
+            listener.close()
+            return
+        listener.setblocking(False)
+        self.handed.setdefault(run.run_id, []).append(listener)
+        self.loop.add_reader(listener.fileno(), self._accept, run, listener)
+
+    def _accept(self, run: GatewayRun, listener: socket.socket) -> None:
+        """Accept what is waiting (a bounded batch per wake-up, so one busy door cannot hold
+        the loop) and serve each connection as one from the run's own socket."""
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # the worker's limit, not this run's doing: try again shortly
+                    self.loop.remove_reader(listener.fileno())
+                    self.loop.call_later(ACCEPT_RETRY_SECONDS, self._resume, run, listener)
+                    return
+                log.warning("run %s: its door stopped accepting (%s); it is closed",
+                            run.run_id, exc)
+                self._drop(run, listener)
+                return
+            conn.setblocking(False)
+            task = self.loop.create_task(
+                self.loop.connect_accepted_socket(run.http_server, sock=conn))
+            task.add_done_callback(functools.partial(_close_on_failure, conn))
+
+    def _resume(self, run: GatewayRun, listener: socket.socket) -> None:
+        if listener in self.handed.get(run.run_id, ()):
+            self.loop.add_reader(listener.fileno(), self._accept, run, listener)
+
+    def _drop(self, run: GatewayRun, listener: socket.socket) -> None:
+        held = self.handed.get(run.run_id, [])
+        if listener in held:
+            held.remove(listener)
+            self.loop.remove_reader(listener.fileno())
+            listener.close()
+        if not held:
+            self.handed.pop(run.run_id, None)
 
     def close_run(self, run: GatewayRun) -> None:
         if run.closed:
@@ -182,13 +261,18 @@ class Gateway:
         self._call(self._unlisten(run))
 
     async def _unlisten(self, run: GatewayRun) -> None:
-        run.listener.close()
+        for listener in list(self.handed.get(run.run_id, ())):
+            self._drop(run, listener)
+        if run.listener is not None:
+            run.listener.close()
         pending = list(run.in_flight)  # requests still running (a stream the agent left)
         for task in pending:
             task.cancel()
         if pending:  # their records and slot releases happen as they unwind: wait for that
             await asyncio.wait(pending, timeout=5.0)
         await run.http_server.shutdown(0.5)  # idle kept-alive connections
+        if run.listener is None:
+            return
         await run.listener.wait_closed()
         try:
             run.socket_path.unlink()

@@ -1,5 +1,5 @@
-"""An HTTP/1.1 connection to a run's gateway socket, as the in-sandbox forwarder makes one:
-for health probes, the tests and the bench (http.client speaks TCP only)."""
+"""An HTTP/1.1 connection to a run's own gateway socket: for health probes, the tests and the
+bench (http.client speaks TCP only)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ Backends plug in by name (`bwrap`, `docker`, `none`). Inside a sealed sandbox th
 its workspace and profile (read-write, at their host paths so adapters need no translation),
 the toolchain and the read-only paths its adapter declares, its condition's agent source
 read-only at AGENT_DIR, a fresh /tmp and /dev, and a
-/proc of its own pid namespace; its only network is the door: 127.0.0.1:DOOR_PORT, relayed by
-the launcher (pid 1) to a unix socket the caller passes (the model gateway's).
+/proc of its own pid namespace; its only network is the door: 127.0.0.1:DOOR_PORT, a socket
+listening in the sandbox's own network namespace, made there by the worker (netns_door.py) or
+by the prelude (prelude.py, handoff.py), whose connections the worker's model gateway accepts.
 """
 
 from __future__ import annotations
@@ -19,22 +20,22 @@ from contextlib import contextmanager
 from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterator, Optional
+from typing import Any, Callable, ClassVar, Iterator, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 from evalq.graders.sandbox.base import SandboxLimits
 from evalq.proc import ProcResult
 
-#: where the sandbox sees the launcher, the door's socket and its generated /etc files
+#: where the sandbox sees the prelude, the door's channel (Docker) and the stdin file
 RUN_DIR = "/run/evalq"
-LAUNCHER_PATH = f"{RUN_DIR}/launcher.py"
+PRELUDE_PATH = f"{RUN_DIR}/prelude.py"
 DOOR_PATH = f"{RUN_DIR}/door.sock"
 STDIN_PATH = f"{RUN_DIR}/stdin"
 #: where a sealed agent sees its condition's agent source, read-only (`{agent_dir}`)
 AGENT_DIR = "/evalq/agent"
 #: the door's port on the sandbox's own loopback (each sandbox has its own network namespace)
 DOOR_PORT = 8976
-LAUNCHER_SOURCE = Path(__file__).with_name("launcher.py")
+PRELUDE_SOURCE = Path(__file__).with_name("prelude.py")
 #: uid and gid of the agent inside the sandbox
 AGENT_UID = 65534
 
@@ -60,7 +61,9 @@ class AgentJob:
     readonly: list[Path] = field(default_factory=list)
     #: the condition's agent source on the worker, mounted read-only at AGENT_DIR
     agent_source: Optional[Path] = None
-    door_socket: Optional[str] = None
+    #: the model gateway's run this sandbox's door opens to (an open GatewayRun); None: no
+    #: network at all
+    door: Optional[Any] = None
     stdin: Optional[bytes] = None
     should_stop: Optional[Callable[[], bool]] = None
     label: str = ""
@@ -109,11 +112,12 @@ def agent_limits(limits, budgets, output_limit: int) -> SandboxLimits:
                          output_limit_bytes=output_limit, disk_mb=DEFAULT_FILE_MB)
 
 
-def launcher_argv(python: str, job: AgentJob, stdin: Optional[str] = None) -> list[str]:
-    """pid 1's command line: the launcher (door, stdin file) before the agent's argv."""
-    door = DOOR_PATH if job.door_socket else "-"
-    return [python, "-I", "-S", LAUNCHER_PATH, door, str(DOOR_PORT), stdin or "-", "--",
-            *job.argv]
+def prelude_argv(python: str, job: AgentJob, channel: Optional[str],
+                 stdin: Optional[str] = None) -> list[str]:
+    """The command line that opens the door over `channel` (or "-"), sets stdin (a file, or
+    "-"), then execs the agent's argv."""
+    return [python, "-I", "-S", PRELUDE_PATH, channel or "-", str(DOOR_PORT), stdin or "-",
+            "--", *job.argv]
 
 
 #: the few /etc files an agent needs, generated: nothing of the host's users or hosts
@@ -129,8 +133,8 @@ ETC_FILES = {
 
 
 def own_door(socket_path: str) -> None:
-    """Only the agent user may connect: no other local user reaches the model endpoint (and
-    the gateway's credential) through the door. Without root, open it up instead."""
+    """Only the agent user may connect to a door's channel (its folder is the worker's own):
+    no other local user hands the gateway a listener. Without root, open it up instead."""
     try:
         os.chown(socket_path, AGENT_UID, AGENT_UID)
     except PermissionError:
@@ -138,12 +142,10 @@ def own_door(socket_path: str) -> None:
 
 
 def give_to_agent(job: AgentJob) -> None:
-    """Before a run whose agent is the host's uid AGENT_UID: its door, profile and workspace
-    become its own (never following a link out of them; they are fresh copies)."""
+    """Before a run whose agent is the host's uid AGENT_UID: its profile and workspace become
+    its own (never following a link out of them; they are fresh copies)."""
     from evalq.graders.sandbox.docker import _make_writable_by_sandbox
 
-    if job.door_socket:
-        own_door(job.door_socket)
     _make_writable_by_sandbox(job.profile_root, AGENT_UID)
     if job.profile_root not in job.workspace.parents:
         _make_writable_by_sandbox(job.workspace, AGENT_UID)

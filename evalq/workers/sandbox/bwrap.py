@@ -2,8 +2,14 @@
 
 The root is an empty tmpfs remounted read-only; on it: the host's /usr, /lib*, /bin (read-only),
 a few generated /etc files, the run's profile (read-write; the workspace is inside it), the
-adapter's declared read-only paths, a fresh /tmp, /dev and /proc, the launcher (pid 1) and the
-door's socket. The agent runs as uid 65534 with every capability dropped and no_new_privs,
+adapter's declared read-only paths, a fresh /tmp, /dev and /proc, and with a door the prelude.
+pid 1 is bubblewrap's own init (started with the agent's environment only): it reaps, and
+when the agent exits, bubblewrap exits with its status and the kernel ends every process left
+in the pid namespace. With a door, as root with CAP_SYS_ADMIN the worker makes the door's
+listener in the sandbox's network namespace itself before bubblewrap starts the agent
+(netns_door.py); otherwise the prelude gets its channel as an inherited descriptor (nothing on
+disk to connect to), hands the worker its listener and execs the agent (handoff.py).
+The agent runs as uid 65534 with every capability dropped and no_new_privs,
 under the grader's seccomp filter and a per-run cgroup (grading's `run_in_bwrap`).
 
 Run as root, bubblewrap's own user namespace would map the agent's 65534 to the host's root:
@@ -30,14 +36,16 @@ from evalq.graders.sandbox.bwrap import BwrapSandbox, let_others_pass, run_in_bw
 from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.graders.sandbox.privilege import as_user, can_mount
 from evalq.proc import ProcResult
-from evalq.workers.sandbox.base import AGENT_UID, DOOR_PATH, LAUNCHER_PATH, LAUNCHER_SOURCE
-from evalq.workers.sandbox.base import AGENT_DIR
+from evalq.workers.sandbox.base import AGENT_DIR, AGENT_UID, DOOR_PORT, PRELUDE_PATH
+from evalq.workers.sandbox.base import PRELUDE_SOURCE
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
 from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
-                                        launcher_argv)
+                                        prelude_argv)
+from evalq.workers.sandbox.handoff import Handoff, with_door
+from evalq.workers.sandbox.netns_door import NetnsDoor
 from evalq.workers.sandbox.paths import ETC_FILES, host_toolchain_binds
 
-#: the launcher runs on the toolchain's own interpreter (under /usr), never a virtualenv's
+#: the prelude runs on the toolchain's own interpreter (under /usr), never a virtualenv's
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 
 
@@ -94,16 +102,15 @@ def _scratch(path: str, job: AgentJob) -> list[str]:
     return ["--perms", "1777", "--size", str(job.limits.disk_mb * 1024 * 1024), "--tmpfs", path]
 
 
-def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
+def bwrap_options(job: AgentJob, as_root: bool | None = None,
+                  prelude: bool = False) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom;
-    `as_root`: whether bwrap runs as root (bwrap_as_root() when not given)."""
-    # with a door, pid 1 is the launcher; without, bwrap's own init (started, like the
-    # launcher, with the agent's environment only) reaps and ends the sandbox with the agent
-    pid1 = ["--as-pid-1"] if job.door_socket else []
+    `as_root`: whether bwrap runs as root (bwrap_as_root() when not given); `prelude`: the
+    door's prelude is shown (it opens the door from inside)."""
     # bwrap as root: capabilities go with setpriv's switch to the agent user (AS_AGENT)
     as_root = bwrap_as_root() if as_root is None else as_root
     identity = ROOT_NAMESPACES if as_root else USER_NAMESPACES
-    options = [*identity, "--die-with-parent", "--new-session", *pid1,
+    options = [*identity, "--die-with-parent", "--new-session",
                "--hostname", "evalq-agent", *host_toolchain_binds(),
                "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
                *_scratch("/dev/shm", job)]
@@ -116,9 +123,8 @@ def bwrap_options(job: AgentJob, as_root: bool | None = None) -> list[str]:
     binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
         binds.append(("--bind", str(job.workspace), str(job.workspace)))
-    if job.door_socket:
-        binds += [("--ro-bind", str(LAUNCHER_SOURCE), LAUNCHER_PATH),
-                  ("--bind", job.door_socket, DOOR_PATH)]
+    if prelude:
+        binds.append(("--ro-bind", str(PRELUDE_SOURCE), PRELUDE_PATH))
     for folder in _folders_above(binds):
         options += ["--perms", "0755", "--dir", folder]
     for bind in binds:
@@ -133,14 +139,33 @@ class BwrapAgentSandbox(AgentSandbox):
     def available(cls) -> tuple[bool, str]:
         ok, why = BwrapSandbox.available()
         if ok and toolchain_python() is None:
-            return False, "no python3 under /usr (apt-get install -y python3): the launcher needs it"
+            return False, ("no python3 under /usr (apt-get install -y python3): the door's "
+                           "prelude needs it")
         return ok, why
 
     def run(self, job: AgentJob) -> ProcResult:
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
-        argv = launcher_argv(toolchain_python(), job) if job.door_socket else job.argv
+        if self.door_from_outside():
+            make = lambda: NetnsDoor(job.door, DOOR_PORT)  # noqa: E731
+        else:
+            make = lambda: Handoff(job.door, DOOR_PORT, inherited=True)  # noqa: E731
+        return with_door(job, make, lambda door: self._run(job, door))
+
+    def door_from_outside(self) -> bool:
+        """Whether the worker opens a door itself, in the sandbox's network namespace
+        (entering it takes CAP_SYS_ADMIN, which only root has here); else the prelude does,
+        from inside."""
+        return bwrap_as_root()
+
+    def _run(self, job: AgentJob, door: Handoff | NetnsDoor | None) -> ProcResult:
+        handoff = door if isinstance(door, Handoff) else None
+        argv = job.argv if handoff is None else \
+            prelude_argv(toolchain_python(), job, f"fd:{handoff.sandbox_fd}")
+        should_stop = job.should_stop
+        if isinstance(door, NetnsDoor):  # stopped before its agent starts if the door fails
+            should_stop = lambda: door.failed() or bool(job.should_stop and job.should_stop())  # noqa: E731
         as_root = bwrap_as_root()
         # root without CAP_SYS_ADMIN: bwrap itself runs as the agent user
         bwrap_as_agent = _as_root() and not as_root
@@ -148,14 +173,20 @@ class BwrapAgentSandbox(AgentSandbox):
             give_to_agent(job)
         if as_root:
             argv = [*AS_AGENT, *argv]
-        if bwrap_as_agent:  # it must reach the profile and the door's socket to bind them
-            for path in [job.profile_root, job.workspace, job.door_socket]:
-                if path and Path(path).parent != job.profile_root:
+        if bwrap_as_agent:  # it must reach the profile to bind it
+            for path in [job.profile_root, job.workspace]:
+                if Path(path).parent != job.profile_root:
                     let_others_pass(Path(path).parent)
         try:
-            run = run_in_bwrap(bwrap_options(job, as_root), argv, env=job.env,
-                               limits=job.limits, prefix=AS_AGENT if bwrap_as_agent else [],
-                               stdin=job.stdin, should_stop=job.should_stop)
+            options = bwrap_options(job, as_root, prelude=handoff is not None)
+            fds: tuple[int, ...] = ()
+            if handoff is not None:
+                fds = (handoff.sandbox_fd,)
+            elif door is not None:
+                options, fds = [*door.options, *options], door.fds
+            run = run_in_bwrap(options, argv, env=job.env, limits=job.limits,
+                               prefix=AS_AGENT if bwrap_as_agent else [], stdin=job.stdin,
+                               should_stop=should_stop, pass_fds=fds)
         except SandboxError as exc:
             hint = "" if not bwrap_as_agent or "Permission denied" not in str(exc) else (
                 f" (without CAP_SYS_ADMIN, bubblewrap runs as uid {AGENT_UID}: every folder "

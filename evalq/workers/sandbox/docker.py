@@ -5,7 +5,11 @@ own install folders are bind-mounted read-only at their host paths, as bubblewra
 one pinned install on the worker runs in both backends and no image is rebuilt per agent
 version. No network but the door's socket, read-only root, every capability dropped,
 no-new-privileges, Docker's default seccomp profile, uid 65534, memory/pids/CPU limits, and
-the grading containers' labels and deadline, so the same sweep finds leftovers.
+the grading containers' labels and deadline, so the same sweep finds leftovers. pid 1 is
+Docker's init (started with the agent's environment only): when the agent exits it exits with
+its status, and the container's every other process ends with it. With a door or a stdin the
+prelude comes first: it hands the worker its listener over a unix socket of a fresh folder of
+the worker's, bind-mounted (it takes one connection), opens the stdin file, and execs the agent.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, container_
 from evalq.proc import ProcResult
 from evalq.config import Settings, load_settings
 from evalq.workers.sandbox.base import AGENT_DIR
-from evalq.workers.sandbox.base import (DOOR_PATH, ETC_FILES, LAUNCHER_PATH, LAUNCHER_SOURCE,
-                                        STDIN_PATH, AgentJob, AgentSandbox, etc_dir,
-                                        give_to_agent, launcher_argv, stdin_file)
+from evalq.workers.sandbox.base import (DOOR_PATH, DOOR_PORT, ETC_FILES, PRELUDE_PATH,
+                                        PRELUDE_SOURCE, STDIN_PATH, AgentJob, AgentSandbox,
+                                        etc_dir, give_to_agent,
+                                        prelude_argv, stdin_file)
+from evalq.workers.sandbox.handoff import Handoff, with_door
 
 #: the agent_image setting's default (built by scripts/build-grader-images.sh agent)
 DEFAULT_IMAGE = Settings.model_fields["agent_image"].default
@@ -40,36 +46,39 @@ class DockerAgentSandbox(AgentSandbox):
     def available(cls) -> tuple[bool, str]:
         return DockerSandbox.available()
 
-    def _volumes(self, job: AgentJob, stdin) -> dict:
+    def _volumes(self, job: AgentJob, stdin, handoff: Handoff | None) -> dict:
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
         if job.agent_source is not None:
             volumes[str(job.agent_source)] = {"bind": AGENT_DIR, "mode": "ro"}
         volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
         if job.profile_root not in job.workspace.parents:
             volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
-        volumes[str(LAUNCHER_SOURCE)] = {"bind": LAUNCHER_PATH, "mode": "ro"}
+        volumes[str(PRELUDE_SOURCE)] = {"bind": PRELUDE_PATH, "mode": "ro"}
         if stdin is not None:
             volumes[str(stdin)] = {"bind": STDIN_PATH, "mode": "ro"}
         for name in ETC_FILES:
             volumes[str(etc_dir() / name)] = {"bind": f"/etc/{name}", "mode": "ro"}
-        if job.door_socket:
-            volumes[job.door_socket] = {"bind": DOOR_PATH, "mode": "rw"}
+        if handoff is not None:
+            volumes[handoff.path] = {"bind": DOOR_PATH, "mode": "rw"}
         return volumes
 
     def run(self, job: AgentJob) -> ProcResult:
         give_to_agent(job)
+        return with_door(job, lambda: Handoff(job.door, DOOR_PORT, inherited=False),
+                         lambda door: self._run(job, door))
+
+    def _run(self, job: AgentJob, handoff: Handoff | None) -> ProcResult:
         try:
             with stdin_file(job) as stdin:
-                # pid 1: the launcher when there is a door or a stdin, else docker's init;
-                # either starts with the agent's environment only
-                launcher = bool(job.door_socket or job.stdin)
-                command = launcher_argv("/usr/bin/python3", job,
-                                        STDIN_PATH if job.stdin else None) \
-                    if launcher else job.argv
+                command = job.argv
+                if handoff is not None or job.stdin:
+                    command = prelude_argv("/usr/bin/python3", job,
+                                           DOOR_PATH if handoff is not None else None,
+                                           STDIN_PATH if job.stdin else None)
                 create = dict(locked_down(job.limits), command=command,
                               environment=dict(job.env), working_dir=str(job.workspace),
                               user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                              volumes=self._volumes(job, stdin), init=not launcher,
+                              volumes=self._volumes(job, stdin, handoff), init=True,
                               hostname="evalq-agent",
                               labels=container_labels(job.label, job.limits,
                                                       **{LABEL_PHASE: "agent"}))

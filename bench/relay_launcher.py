@@ -1,11 +1,9 @@
-"""pid 1 of an agent sandbox that has a door: opens it, starts the agent, reaps, ends it all.
+"""The relay launcher the door's prelude replaced, kept only so the bench can measure both.
 
-`python3 -I -S launcher.py DOOR_SOCKET PORT STDIN_FILE -- ARGV...` (STDIN_FILE or "-"), run with
-the agent's minimal environment only, so /proc/1/environ inside shows nothing of the worker.
-It listens on 127.0.0.1:PORT and relays each connection to the door's unix socket (or "-": no
-door). When the agent exits, this process exits with its status and the kernel kills every
-process left in the pid namespace, `setsid` or not. Only builtin modules (_socket, _thread,
-_signal): it runs on the toolchain's python3 with no site-packages, and starts in a few ms.
+It was pid 1 of an agent sandbox with a door: `python3 -I -S relay_launcher.py DOOR_SOCKET
+PORT STDIN_FILE -- ARGV...`. It listened on 127.0.0.1:PORT and relayed each connection, with a
+thread each way, to the door's unix socket, then forked the agent and reaped until it exited:
+a Python process of about 9 MiB for the whole run of every sandbox. Only builtin modules.
 """
 
 import os
@@ -37,7 +35,7 @@ def _pump(src, dst, done=None) -> None:
 
 
 def relay(client, upstream) -> None:
-    """Copy bytes both ways until each side has closed (also used by evalq.workers.door)."""
+    """Copy bytes both ways until each side has closed."""
     done = _thread.allocate_lock()
     done.acquire()
     _thread.start_new_thread(_pump, (upstream, client, done))
