@@ -73,7 +73,7 @@ class Ledger:
         self.done = False
 
     def elapsed_ms(self) -> float:
-        return round((time.monotonic() - self.started) * 1000, 3)
+        return since(self.started)
 
     def finish(self) -> None:
         if self.done:
@@ -193,6 +193,7 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             return error_response(503, "gateway_unavailable", "the provider's concurrency "
                                   "slots cannot be reached (is Redis up?)", retry=True)
         record.queued_ms = ledger.elapsed_ms()
+    sent = time.monotonic()
     try:
         async with gateway.session.request(request.method, url, headers=headers,
                                            data=body or None, allow_redirects=False) as reply:
@@ -200,8 +201,9 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             out_headers = agent_headers(reply.headers.items(), run.secrets)
             if reply.headers.get("Content-Type", "").startswith("text/event-stream"):
                 streaming = True
-                return await relay_stream(request, reply, out_headers, ledger, scrubber)
+                return await relay_stream(request, reply, out_headers, ledger, scrubber, sent)
             data = await read_reply(reply)
+            record.upstream_ms = since(sent)
             if 200 <= reply.status < 300 and record.wire is not None:
                 record.usage = wire_usage.from_body(record.wire, data)
             return web.Response(status=reply.status, headers=out_headers,
@@ -229,8 +231,12 @@ async def read_reply(reply: aiohttp.ClientResponse) -> bytes:
     return b"".join(parts)
 
 
+def since(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
+
+
 async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, headers,
-                       ledger: Ledger, scrubber: Scrubber) -> web.StreamResponse:
+                       ledger: Ledger, scrubber: Scrubber, sent: float) -> web.StreamResponse:
     """Server-sent events to the agent as they come, usage read off the same bytes."""
     record = ledger.record
     metered = wire_usage.StreamUsage(record.wire if 200 <= reply.status < 300 else None)
@@ -242,6 +248,7 @@ async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, 
             out = scrubber.feed(chunk)
             if out:
                 await response.write(out)
+        record.upstream_ms = since(sent)
         await response.write(scrubber.flush())
         record.usage = metered.usage
         ledger.finish()

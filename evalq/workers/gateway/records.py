@@ -48,6 +48,7 @@ class Record:
     error: Optional[str] = None           # upstream or client failure, if any
     latency_ms: Optional[float] = None    # arrival to the last byte sent to the agent
     queued_ms: Optional[float] = None     # of which waiting for a provider concurrency slot
+    upstream_ms: Optional[float] = None   # of which sent upstream until its reply's last byte
     request_bytes: int = 0
     prompt_messages: Optional[int] = None
     prompt_chars: Optional[int] = None

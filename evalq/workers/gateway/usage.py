@@ -116,7 +116,10 @@ class StreamUsage:
         if self.wire is None:
             return
         for event, data in self.parser.feed(chunk):
-            if data == "[DONE]":
+            # every format puts its counts under a "usage" key: the many text deltas without
+            # one are passed by unparsed (a count the provider escaped oddly is missed, and the
+            # budget then charges the call at its worst case: closed, not open)
+            if '"usage"' not in data:
                 continue
             try:
                 payload = json.loads(data)
