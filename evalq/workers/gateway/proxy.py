@@ -242,17 +242,19 @@ async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, 
     metered = wire_usage.StreamUsage(record.wire if 200 <= reply.status < 300 else None)
     response = web.StreamResponse(status=reply.status, headers=headers)
     await response.prepare(request)
+    last = b""
     try:
         async for chunk in reply.content.iter_any():
             metered.feed(chunk)
             out = scrubber.feed(chunk)
-            if out:
+            if reply.content.at_eof():  # the last chunk: it goes out with the stream's end,
+                last = out              # one write instead of two
+            elif out:
                 await response.write(out)
         record.upstream_ms = since(sent)
-        await response.write(scrubber.flush())
         record.usage = metered.usage
         ledger.finish()
-        await response.write_eof()
+        await response.write_eof(last + scrubber.flush())
     except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
         record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
         await drain(reply, metered)
