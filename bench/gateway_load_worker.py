@@ -11,27 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from .inflight import _fixture  # bench-noop frozen with room for the agents' wait
 from .services import ROOT, Workers, child_env, evalq_worker_argv
-
-FIXTURE = ROOT / "bench" / "fixture" / "bench-noop"
-
-
-def _fixture(workdir: Path, wall: int) -> Path:
-    from evalq.fixtures.fixture import freeze_fixture
-
-    dest = workdir / "fixtures" / "bench-noop"
-    shutil.copytree(FIXTURE, dest)
-    spec = dest / "fixture.toml"
-    spec.write_text(spec.read_text().replace("wall_seconds = 60", f"wall_seconds = {wall}"))
-    freeze_fixture(dest)
-    return dest
 
 
 def write_study(workdir: Path, n: int, argv: list[str], base_url: str, model: str,
