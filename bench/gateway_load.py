@@ -8,8 +8,10 @@ Two sides in one run, the same agent program (a Python script timing each of its
   the trial's reader threads), the agent calling its door.
 
 Figures: the sealed trial rate as a ratio to the floor's (target at least 0.9), and the latency
-the sealed path adds to a model call at p95, as the agents see it (through the door minus
-direct: target under 50 ms). The gateway's own records of each call are summarised beside it.
+the gateway adds to a model call at p95 (target under 50 ms): in its own record of each call,
+from the door connection's accept to the last byte sent, less the upstream's part. Beside it,
+what each agent waited less that upstream part (its own process, the sandbox's relay and the
+gateway), and the whole calls' p95 on both sides.
 The scripted model server runs in a process of its own, as a provider would.
 """
 
@@ -243,10 +245,9 @@ def figures_of(sides: dict, n: int, concurrency: int, calls: int, wait: float,
     complete = direct["calls_ok"] == expected and sealed["calls_ok"] == expected
     rate = ratio(sealed["trials_per_second"], direct["trials_per_second"])
     ideal = concurrency / (calls * wait + wait / 2)  # the mean first wait: wait / 2
-    paired = sealed.get("sealed_path_added", {})
-    added = paired.get("p95_ms") if complete and sealed.get("calls_paired") == expected \
-        else None
-    own = sealed.get("gateway_records_own", {}).get("p95_ms")
+    paired = sealed.get("sealed_path_added", {}).get("p95_ms")
+    own = sealed.get("gateway_records_own", {})
+    added = own.get("p95_ms") if complete and own.get("n") == expected else None
     others = "; ".join(f"{k}: {v['trials_per_second']:.3f}/s, call p95 "
                        f"{v['agent_seen'].get('p95_ms', float('nan')):.1f} ms"
                        for k, v in sides.items() if k not in ("direct", sealed_name))
@@ -263,12 +264,12 @@ def figures_of(sides: dict, n: int, concurrency: int, calls: int, wait: float,
                     f"sealed" + (f"; {others}" if others else "")),
         Figure(f"gateway added latency per model call at {concurrency} agents, p95", added,
                "ms", target=ADDED_TARGET_MS,
-               note=f"per call, what the agent waited less the upstream's part as the gateway "
-                    f"timed it (the door, the sandbox's relay and the gateway), "
-                    f"{sealed.get('calls_paired')} calls; of which in the gateway (arrival to "
-                    f"last byte less the upstream's part) p95 "
-                    f"{own if own is not None else float('nan'):.2f} ms; whole calls as the "
-                    f"agents see them, p95 direct "
+               note=f"in the gateway's own records of {own.get('n')} calls: from the door "
+                    "connection's accept to the last byte sent, less the upstream's part; "
+                    "what the agent waited less the upstream's part (the agent's own process, "
+                    "the sandbox's relay and the gateway, on the same loaded machine) p95 "
+                    f"{paired if paired is not None else float('nan'):.1f} ms; whole calls as "
+                    f"the agents see them, p95 direct "
                     f"{direct['agent_seen'].get('p95_ms', float('nan')):.1f} ms, through the "
                     f"door {sealed['agent_seen'].get('p95_ms', float('nan')):.1f} ms"),
     ]

@@ -66,9 +66,10 @@ class Ledger:
     """Writes one request's record to its run exactly once: before the agent sees the end of the
     reply, so whoever reads the run after a reply ends finds it there (and budgets charged)."""
 
-    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record):
+    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record,
+                 started: Optional[float] = None):
         self.gateway, self.run, self.record = gateway, run, record
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.admitted = False
         self.done = False
 
@@ -96,7 +97,8 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     record = Record(index=run.next_index(), started_at=time.time(),
                     method=bounded(request.method, 16),
                     path=bounded(request.raw_path.split("?", 1)[0]))
-    ledger = Ledger(gateway, run, record)
+    accepted = getattr(run.http_server, "accepted", {}).pop(request.protocol, None)
+    ledger = Ledger(gateway, run, record, accepted)
     held = False
     task = asyncio.current_task()
     run.in_flight.add(task)
