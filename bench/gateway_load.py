@@ -1,17 +1,19 @@
 """The model gateway under many agents at once: C agents in flight, each making CALLS model
 calls with WAIT seconds of its own waiting before each, N trials in all.
 
-Two sides in one run, the same agent program (a Python script timing each of its calls):
-- the floor: the agents started directly, unsandboxed, calling the model server themselves;
-- sealed: the agent phase of evalq's trials run by C threads of this one process, as a threads
-  worker runs them (the command agent in bubblewrap, its door, this process's model gateway,
-  the trial's reader threads), the agent calling its door.
+Sides measured in one run, the same agent program (a Python script timing each of its calls):
+- `direct`, the floor: the agents started directly, unsandboxed, calling the model server;
+- `worker` (what `python -m bench` runs): trials of a study taken by one threads worker, the
+  command agent in bubblewrap calling its door (gateway_load_worker.py);
+- `one process`: the agent phase of the same trials run by C threads of this process (the
+  command agent in bubblewrap, its door, this process's gateway, the trial's reader threads),
+  without the queue, the database and grading.
 
 Figures: the sealed trial rate as a ratio to the floor's (target at least 0.9), and the latency
 the gateway adds to a model call at p95 (target under 50 ms): in its own record of each call,
-from the door connection's accept to the last byte sent, less the upstream's part. Beside it,
-what each agent waited less that upstream part (its own process, the sandbox's relay and the
-gateway), and the whole calls' p95 on both sides.
+from the request's first bytes' arrival to the last byte sent, less the upstream's part.
+Beside it, what each agent waited less that upstream part (its own process, the sandbox's
+relay and the gateway), and the whole calls' p95 on both sides.
 The scripted model server runs in a process of its own, as a provider would.
 """
 
@@ -74,8 +76,8 @@ def parse_calls(stdout: bytes) -> list[tuple[str, float]]:
 
 
 def wire_pairs(records: list[dict]) -> list[tuple[float, float]]:
-    """(arrival to last byte, the upstream's part) of each model call the gateway recorded, in
-    arrival order; None where the call has no upstream part (refused, failed)."""
+    """(arrival to last byte, the upstream's part) of each call the gateway forwarded and
+    timed, in arrival order (refused and failed ones have no upstream part and are left out)."""
     ordered = sorted(records, key=lambda r: r.get("index") or 0)
     return [(r["latency_ms"], r["upstream_ms"]) for r in ordered
             if r.get("latency_ms") is not None and r.get("upstream_ms") is not None]
@@ -264,8 +266,8 @@ def figures_of(sides: dict, n: int, concurrency: int, calls: int, wait: float,
                     f"sealed" + (f"; {others}" if others else "")),
         Figure(f"gateway added latency per model call at {concurrency} agents, p95", added,
                "ms", target=ADDED_TARGET_MS,
-               note=f"in the gateway's own records of {own.get('n')} calls: from the door "
-                    "connection's accept to the last byte sent, less the upstream's part; "
+               note=f"in the gateway's own records of {own.get('n')} calls: from the request's "
+                    "first bytes' arrival to the last byte sent, less the upstream's part; "
                     "what the agent waited less the upstream's part (the agent's own process, "
                     "the sandbox's relay and the gateway, on the same loaded machine) p95 "
                     f"{paired if paired is not None else float('nan'):.1f} ms; whole calls as "

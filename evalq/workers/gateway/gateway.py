@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import aiohttp
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from evalq.pricing import PriceTable, load_price_table
 from evalq.unix_sockets import bound_unix_socket
@@ -51,6 +52,17 @@ MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
 MAX_CONNECTIONS_PER_RUN = 64
 
 
+class TimedHandler(RequestHandler):
+    """aiohttp's connection handler, noting when a request's first bytes arrive (before the
+    loop parses them and calls the handler), so a request's latency counts from there: time
+    the loop took to get to it is the gateway's, not hidden."""
+
+    def data_received(self, data: bytes) -> None:
+        if self._manager is not None:
+            self._manager.arrived.setdefault(self, time.monotonic())
+        super().data_received(data)
+
+
 class RunServer(web.Server):
     """aiohttp's server for one run's socket, closing connections past `limit` at once."""
 
@@ -58,21 +70,22 @@ class RunServer(web.Server):
         super().__init__(*args, **kwargs)
         self.limit = limit
         self.open: set = set()
-        #: when each connection not yet served was accepted: its first request's latency counts
-        #: from there, so time the loop took to get to it is the gateway's, not hidden
-        self.accepted: dict[Any, float] = {}
+        #: when the request each connection is sending began to arrive (proxy.handle takes it)
+        self.arrived: dict[Any, float] = {}
+
+    def __call__(self) -> RequestHandler:
+        return TimedHandler(self, loop=self._loop, **self._kwargs)
 
     def connection_made(self, handler, transport) -> None:
         if len(self.open) >= self.limit:
             transport.close()
             return
         self.open.add(handler)
-        self.accepted[handler] = time.monotonic()
         super().connection_made(handler, transport)
 
     def connection_lost(self, handler, exc: Optional[BaseException] = None) -> None:
         self.open.discard(handler)
-        self.accepted.pop(handler, None)
+        self.arrived.pop(handler, None)
         super().connection_lost(handler, exc)
 
 

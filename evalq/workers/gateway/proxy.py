@@ -97,8 +97,8 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     record = Record(index=run.next_index(), started_at=time.time(),
                     method=bounded(request.method, 16),
                     path=bounded(request.raw_path.split("?", 1)[0]))
-    accepted = getattr(run.http_server, "accepted", {}).pop(request.protocol, None)
-    ledger = Ledger(gateway, run, record, accepted)
+    arrivals = getattr(run.http_server, "arrived", {})
+    ledger = Ledger(gateway, run, record, arrivals.pop(request.protocol, None))
     held = False
     task = asyncio.current_task()
     run.in_flight.add(task)
@@ -142,6 +142,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.cut_at_close = not ledger.done and ledger.admitted
         raise
     finally:
+        arrivals.pop(request.protocol, None)  # this request's own body, not the next one
         ledger.finish()  # charged before the place is given up: the next admit sees it
         if held:
             run.model_calls.release()
