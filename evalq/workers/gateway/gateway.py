@@ -4,12 +4,14 @@ A worker holding hundreds of waiting trials needs no thread per connection: each
 listener on its own unix socket, all on this loop, all sharing one pool of upstream
 connections (TLS verified) and one concurrency counter per provider.
 
-The loop stays in the worker's process, beside its trial and reader threads: measured with 200
+The loop stays in the worker's process, beside its trial and reader threads. Measured with 200
 trials in flight in one threads worker, each agent making 10 model calls (`python -m bench
---only gateway_load`), the gateway's own part of a call (arrival to last byte, less the
-upstream's part, which each record keeps as `upstream_ms`) stays under a millisecond at p95,
-and the trial rate is the floor's. A process of its own would add a hop and a copy to every
-call for nothing measured.
+--only gateway_load`), the trial rate held the direct-call floor's, and the gateway's handling
+of a call once its handler runs (last byte less the upstream's part, `upstream_ms` in each
+record) stayed under a millisecond at p95; the waits that remain are before the handler runs
+and inside the upstream's part, which is where a busy machine delays every loop. A process of
+its own would add a hop and a copy to every call; it is worth it only if a quiet run shows the
+worker's threads, not the machine, delaying the loop.
 
 A new connection reaches a run by its socket: `open_run(run_id, socket_path, ...)` binds the
 socket at that path and serves every connection to it until `GatewayRun.close()`. That is the
