@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,import,ticks,grading,inflight,results]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,gateway_load,import,ticks,grading,inflight,results]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "import", "ticks",
-            "grading", "inflight", "results")
+SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "gateway_load",
+            "import", "ticks", "grading", "inflight", "results")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -44,11 +44,13 @@ def sizes(quick: bool, trials: int | None) -> dict:
                 "report_shapes": [(200, 3), (50, 8)], "stat_tasks": 100, "resamples": 1_000,
                 "gateway_requests": 50, "agentbox": 5,
                 "import_tasks": 50, "import_runs": 10,
-                "gradings": 3, "inflight": 20, "inflight_sleep": 15, "results": 2_000}
+                "gradings": 3, "inflight": 20, "inflight_sleep": 15, "results": 2_000,
+                "gateway_load": (20, 10, 3, 1.0)}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "report_shapes": [(20_000, 3), (1_000, 50)], "stat_tasks": 1_000, "resamples": 10_000,
             "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
-            "gradings": 15, "inflight": 500, "inflight_sleep": 60, "results": 10_000}
+            "gradings": 15, "inflight": 500, "inflight_sleep": 60, "results": 10_000,
+            "gateway_load": (400, 200, 10, 5.0)}  # trials, at once, calls each, s before each
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         from .services import redis_server
 
         with ExitStack() as stack:
-            needs_servers = {"overhead", "scale", "inflight", "results"} & set(args.sections)
+            needs_servers = {"overhead", "scale", "inflight", "results",
+                             "gateway_load"} & set(args.sections)
             broker = stack.enter_context(redis_server(workdir)) if needs_servers else None
             os.environ["EVALQ_BROKER_URL"] = broker or ""
             for section in args.sections:
@@ -151,6 +154,11 @@ def run_section(section, args, size, workdir, broker, stack, log):
 
         figures, data = inflight.run(workdir / "inflight", broker, url, size["inflight"],
                                      size["inflight_sleep"], log)
+    elif section == "gateway_load":
+        from . import gateway_load
+
+        figures, data = gateway_load.run(workdir / "gateway_load", *size["gateway_load"], log,
+                                         broker, url, ("direct", "worker"))
     elif section == "scale":
         from . import scale
 

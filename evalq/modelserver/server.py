@@ -30,6 +30,15 @@ CWD_PATTERNS = (re.compile(r"[Ww]orking directory: (/[^\s<\"'\\]+)"),
                 re.compile(r"\bcwd[\"']?\s*[:=]\s*[\"']?(/[^\s<\"'\\]+)"))
 
 
+#: connections the listening socket queues before accept (socketserver's default is 5: a
+#: burst of a few hundred agents connecting at once got connection resets)
+LISTEN_BACKLOG = 1024
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+
+
 @dataclass
 class Exchange:
     """One request and what was replied."""
@@ -62,7 +71,7 @@ class ModelServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.changed = threading.Condition(self.lock)
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self.httpd = _Server((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self.thread: threading.Thread | None = None
 

@@ -69,6 +69,9 @@ def test_tokens_equal_the_servers_usage_streaming_and_not(wire, gateway, sock_di
         count = 3 if wire == "openai-chat" else 2
         assert {(r["prompt_messages"], r["prompt_chars"]) for r in records} == {(count, chars)}
         assert all(r["request_bytes"] > 0 and r["latency_ms"] > 0 for r in records)
+        # the upstream's part of each call is timed apart, inside the whole (gateway-added
+        # latency is the difference)
+        assert all(0 < r["upstream_ms"] <= r["latency_ms"] for r in records)
         assert all(r["model"] == body_for(wire, False, {})["model"] for r in records)
         # the same body twice is a retry: requests 3 and 4 repeat 1 and 2
         assert [r["retry"] for r in records] == [False, False, True, True]
@@ -95,6 +98,32 @@ def test_no_usage_on_the_wire_gives_none_not_zero(wire, gateway, sock_dir):
         totals = run.totals()
         assert totals["input_tokens"] is None and totals["output_tokens"] is None
         assert totals["cost_usd"] is None
+
+
+def test_stream_usage_reads_the_counts_among_many_text_deltas():
+    """Text deltas carry no usage and are passed by unparsed; the events that do carry it are
+    read, in each format, however the stream is cut, and a text that merely mentions usage
+    changes nothing."""
+    from evalq.modelserver.responses import responses_stream
+    from evalq.modelserver.script import Turn
+    from evalq.modelserver.wire import anthropic_stream, openai_stream
+    from evalq.workers.gateway.usage import StreamUsage
+
+    text = 'say "usage" ' * 300  # many deltas, some quoting the key
+    streams = {"anthropic-messages": (anthropic_stream(Turn(text=text, usage=ANTHROPIC_USAGE[0]),
+                                                       "m"), ANTHROPIC_USAGE[0]),
+               "openai-chat": (openai_stream(Turn(text=text, usage=OPENAI_USAGE[0]), "m", True),
+                               {**OPENAI_USAGE[0], "cache_write_tokens": None}),
+               "openai-responses": (responses_stream(Turn(text=text, usage=OPENAI_USAGE[0]),
+                                                     "m"),
+                                    {**OPENAI_USAGE[0], "cache_write_tokens": None})}
+    for wire, (events, expected) in streams.items():
+        raw = b"".join(events)
+        for size in (1, 7, 4096, len(raw)):
+            meter = StreamUsage(wire)
+            for at in range(0, len(raw), size):
+                meter.feed(raw[at:at + size])
+            assert meter.usage == expected, (wire, size)
 
 
 def test_stream_usage_from_raw_events_one_byte_at_a_time():

@@ -66,14 +66,15 @@ class Ledger:
     """Writes one request's record to its run exactly once: before the agent sees the end of the
     reply, so whoever reads the run after a reply ends finds it there (and budgets charged)."""
 
-    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record):
+    def __init__(self, gateway: "Gateway", run: "GatewayRun", record: Record,
+                 started: Optional[float] = None):
         self.gateway, self.run, self.record = gateway, run, record
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.admitted = False
         self.done = False
 
     def elapsed_ms(self) -> float:
-        return round((time.monotonic() - self.started) * 1000, 3)
+        return since(self.started)
 
     def finish(self) -> None:
         if self.done:
@@ -96,7 +97,8 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
     record = Record(index=run.next_index(), started_at=time.time(),
                     method=bounded(request.method, 16),
                     path=bounded(request.raw_path.split("?", 1)[0]))
-    ledger = Ledger(gateway, run, record)
+    arrivals = getattr(run.http_server, "arrived", {})
+    ledger = Ledger(gateway, run, record, arrivals.pop(request.protocol, None))
     held = False
     task = asyncio.current_task()
     run.in_flight.add(task)
@@ -140,6 +142,7 @@ async def handle(gateway: "Gateway", run: "GatewayRun",
         record.cut_at_close = not ledger.done and ledger.admitted
         raise
     finally:
+        arrivals.pop(request.protocol, None)  # this request's own body, not the next one
         ledger.finish()  # charged before the place is given up: the next admit sees it
         if held:
             run.model_calls.release()
@@ -193,6 +196,7 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             return error_response(503, "gateway_unavailable", "the provider's concurrency "
                                   "slots cannot be reached (is Redis up?)", retry=True)
         record.queued_ms = ledger.elapsed_ms()
+    sent = time.monotonic()
     try:
         async with gateway.session.request(request.method, url, headers=headers,
                                            data=body or None, allow_redirects=False) as reply:
@@ -200,8 +204,9 @@ async def forward(gateway: "Gateway", run: "GatewayRun", request: web.BaseReques
             out_headers = agent_headers(reply.headers.items(), run.secrets)
             if reply.headers.get("Content-Type", "").startswith("text/event-stream"):
                 streaming = True
-                return await relay_stream(request, reply, out_headers, ledger, scrubber)
+                return await relay_stream(request, reply, out_headers, ledger, scrubber, sent)
             data = await read_reply(reply)
+            record.upstream_ms = since(sent)
             if 200 <= reply.status < 300 and record.wire is not None:
                 record.usage = wire_usage.from_body(record.wire, data)
             return web.Response(status=reply.status, headers=out_headers,
@@ -229,23 +234,30 @@ async def read_reply(reply: aiohttp.ClientResponse) -> bytes:
     return b"".join(parts)
 
 
+def since(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
+
+
 async def relay_stream(request: web.BaseRequest, reply: aiohttp.ClientResponse, headers,
-                       ledger: Ledger, scrubber: Scrubber) -> web.StreamResponse:
+                       ledger: Ledger, scrubber: Scrubber, sent: float) -> web.StreamResponse:
     """Server-sent events to the agent as they come, usage read off the same bytes."""
     record = ledger.record
     metered = wire_usage.StreamUsage(record.wire if 200 <= reply.status < 300 else None)
     response = web.StreamResponse(status=reply.status, headers=headers)
     await response.prepare(request)
+    last = b""
     try:
         async for chunk in reply.content.iter_any():
             metered.feed(chunk)
             out = scrubber.feed(chunk)
-            if out:
+            if reply.content.at_eof():  # the last chunk: it goes out with the stream's end,
+                last = out              # one write instead of two
+            elif out:
                 await response.write(out)
-        await response.write(scrubber.flush())
+        record.upstream_ms = since(sent)
         record.usage = metered.usage
         ledger.finish()
-        await response.write_eof()
+        await response.write_eof(last + scrubber.flush())
     except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
         record.error = record.error or f"agent disconnected mid-stream: {type(exc).__name__}"
         await drain(reply, metered)

@@ -46,8 +46,9 @@ class Record:
     status: Optional[int] = None          # what the agent got back
     refused: Optional[str] = None         # why the gateway answered itself (allowlist, budget)
     error: Optional[str] = None           # upstream or client failure, if any
-    latency_ms: Optional[float] = None    # arrival to the last byte sent to the agent
+    latency_ms: Optional[float] = None    # its first bytes' arrival to the last byte sent
     queued_ms: Optional[float] = None     # of which waiting for a provider concurrency slot
+    upstream_ms: Optional[float] = None   # of which sent upstream until its reply's last byte
     request_bytes: int = 0
     prompt_messages: Optional[int] = None
     prompt_chars: Optional[int] = None

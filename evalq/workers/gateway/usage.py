@@ -83,15 +83,19 @@ def from_body(wire: Optional[str], body: bytes) -> Usage:
 
 
 class EventParser:
-    """Incremental server-sent events: feed bytes, get (event, data) for each complete event."""
+    """Incremental server-sent events: feed bytes, get (event, data) for each complete event;
+    with `needle`, only for events whose raw bytes contain it (the rest are not decoded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, needle: bytes = b"") -> None:
         self.buffer = b""
+        self.needle = needle
 
     def feed(self, chunk: bytes) -> Iterator[tuple[Optional[str], str]]:
         self.buffer += chunk.replace(b"\r\n", b"\n")
         while b"\n\n" in self.buffer:
             block, self.buffer = self.buffer.split(b"\n\n", 1)
+            if self.needle not in block:
+                continue
             event, data = None, []
             for line in block.decode("utf-8", "replace").split("\n"):
                 name, _, value = line.partition(":")
@@ -109,7 +113,10 @@ class StreamUsage:
 
     def __init__(self, wire: Optional[str]):
         self.wire = wire
-        self.parser = EventParser()
+        # every format puts its counts under a "usage" key: the many text deltas without one
+        # are passed by undecoded (a count the provider escaped oddly would be missed, and the
+        # budget then charges the call at its worst case: closed, not open)
+        self.parser = EventParser(needle=b'"usage"')
         self.usage = empty()
 
     def feed(self, chunk: bytes) -> None:
