@@ -1,0 +1,98 @@
+"""Harbor tasks graded in both sandboxes: the oracle passes, the untouched workspace (nop)
+fails, partial credit is kept as the reward criterion, a workspace that shadows the
+verifier's toolchain is `incorrect` with tampered, and a changed environment is refused."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harbor_tasks import partial_task, python_task, shell_task
+from evalq.fixtures.fixture import load_fixture
+from evalq.fixtures.harbor.environment import remove_environment
+from evalq.fixtures.harbor.importer import import_task
+from evalq.fixtures.selfcheck import check_fixture
+from evalq.graders.grade import grade_workspace, prepare_reference
+from evalq.graders.sandbox import get_sandbox
+from evalq.models import Outcome
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("harbor")
+    tasks = {"python": python_task(root), "shell": shell_task(root),
+             "partial": partial_task(root)}
+    try:
+        yield {kind: load_fixture(import_task(task, root / "fixtures").path)
+               for kind, task in tasks.items()}
+    finally:
+        for task in tasks.values():
+            remove_environment(task.name)
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def backend(request):
+    sandbox = get_sandbox(request.param)
+    ok, why = sandbox.available()
+    if not ok:
+        pytest.fail(f"sandbox '{request.param}' is not available: {why}", pytrace=False)
+    return sandbox
+
+
+@pytest.mark.parametrize("kind", ["python", "shell", "partial"])
+def test_oracle_passes_and_nop_fails(imported, backend, kind):
+    check = check_fixture(imported[kind], sandbox=backend)
+    assert check.verdicts == {"initial": "incorrect", "correct": "correct",
+                              "incorrect": "incorrect"}, check.failures
+    correct = check.results["correct"]
+    assert correct.verdict == "harbor" and correct.tampered is False
+    assert correct.toolchain["rootfs_digest"].startswith("sha256:")
+    assert [c.name for c in correct.criteria] == ["reward"] and correct.criteria[0].passed
+
+
+def _graded(fixture, backend, files: dict[str, str]):
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = prepare_reference(fixture, "correct", Path(tmp) / "ws")
+        for rel, text in files.items():
+            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / rel).write_text(text)
+        return grade_workspace(fixture, workspace, sandbox=backend)
+
+
+def test_partial_reward_is_kept_per_run(imported, backend):
+    result = _graded(imported["partial"], backend, {"words.txt": "alpha\nbeta\n"})
+    assert result.outcome == Outcome.incorrect
+    assert result.criteria[0].name == "reward" and result.criteria[0].passed is False
+    assert "reward 0.666667" in result.criteria[0].evidence
+    assert "under the threshold 1" in result.reason
+
+
+@pytest.mark.parametrize("shadow", [
+    {"sitecustomize.py": "import os\nos._exit(0)\n"},
+    {"conftest.py": "def pytest_collection_modifyitems(items):\n    items.clear()\n"},
+    {"pytest.py": "raise SystemExit(0)\n"},
+    {"lib/python3": "#!/bin/sh\nexit 0\n"},
+    {"vendor/_pytest/__init__.py": ""},
+])
+def test_shadowing_the_verifiers_toolchain_is_tampering(imported, backend, shadow):
+    result = _graded(imported["python"], backend, shadow)
+    assert result.outcome == Outcome.incorrect and result.tampered is True
+    assert result.reason.startswith("tampered:") and next(iter(shadow)) in result.reason
+
+
+def test_an_environment_other_than_the_pinned_one_is_not_graded(imported, backend, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(imported["python"].path, copy)
+    settings = copy / "harbor.toml"
+    text = settings.read_text()
+    pinned = text.split('rootfs_digest = "')[1].split('"')[0]
+    settings.write_text(text.replace(pinned, "sha256:" + "0" * 64))
+    fixture = load_fixture(copy, verify=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = prepare_reference(fixture, "correct", Path(tmp) / "ws")
+        result = grade_workspace(fixture, workspace, sandbox=backend)
+    assert result.outcome == Outcome.grading_failure
+    assert "not the pinned sha256:0000" in result.reason and pinned in result.reason
