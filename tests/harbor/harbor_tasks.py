@@ -84,3 +84,43 @@ PY
         "environment/words.txt": "alpha\n",
         "tests/test.sh": verifier,
         "solution/solve.sh": "#!/bin/bash\nprintf 'alpha\\nbeta\\ngamma\\n' > /app/words.txt\n"})
+
+
+def node_task(root: Path) -> Path:
+    """Node: a CommonJS module whose `double` adds instead of multiplying."""
+    return write(root / unique("node-double"), {
+        "task.toml": TOML.format(internet="false", extra=""),
+        "instruction.md": "Make double() in /app/lib.js return twice its argument.\n",
+        "environment/Dockerfile": "FROM evalq-grader-node:local\nUSER 0:0\nWORKDIR /app\n"
+                                  "COPY lib.js /app/lib.js\n",
+        "environment/lib.js": "exports.double = (n) => n + 2;\n",
+        "tests/test.sh": REWARD_BY_EXIT.format(check="node /tests/check.js"),
+        "tests/check.js": "const assert = require('assert');\n"
+                          "const { double } = require('/app/lib.js');\n"
+                          "assert.strictEqual(double(5), 10);\nassert.strictEqual(double(0), 0);\n",
+        "solution/solve.sh": "#!/bin/bash\nsed -i 's/n + 2/n * 2/' /app/lib.js\n"})
+
+
+def multistage_task(root: Path) -> Path:
+    """A two-stage Dockerfile (the second FROM an earlier stage), memory as memory_mb, a
+    literal verifier variable, and an oracle that deletes a file (the overlay's delete list)."""
+    toml = TOML.format(internet="false", extra="").replace('memory = "512M"', "memory_mb = 384")
+    toml += '[verifier.env]\nEXPECTED = "ready"\n'
+    return write(root / unique("stages"), {
+        "task.toml": toml,
+        "instruction.md": "Remove /app/BLOCKER and write `ready` into /app/status.\n",
+        "environment/Dockerfile": f"FROM {BASE} AS base\nUSER 0:0\nRUN mkdir -p /app\n"
+                                  "FROM base\nWORKDIR /app\nRUN echo blocked > /app/BLOCKER && "
+                                  "echo waiting > /app/status\n",
+        "tests/test.sh": REWARD_BY_EXIT.format(
+            check='[ ! -e /app/BLOCKER ] && [ "$(cat /app/status)" = "$EXPECTED" ]'),
+        "solution/solve.sh": "#!/bin/bash\nrm /app/BLOCKER\necho ready > /app/status\n"})
+
+
+def prebuilt_task(root: Path, image: str) -> Path:
+    """No Dockerfile: [environment] docker_image names a local image."""
+    return write(root / unique("prebuilt"), {
+        "task.toml": TOML.format(internet="false", extra=f'docker_image = "{image}"'),
+        "instruction.md": "Create /app/done containing `yes`.\n",
+        "tests/test.sh": REWARD_BY_EXIT.format(check='[ "$(cat /app/done)" = yes ]'),
+        "solution/solve.sh": "#!/bin/bash\necho yes > /app/done\n"})

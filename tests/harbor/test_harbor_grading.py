@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harbor_tasks import partial_task, python_task, shell_task
+import subprocess
+
+from harbor_tasks import (multistage_task, node_task, partial_task, prebuilt_task, python_task,
+                          shell_task, unique)
 from evalq.fixtures.fixture import load_fixture
 from evalq.fixtures.harbor.environment import remove_environment
 from evalq.fixtures.harbor.importer import import_task
@@ -23,14 +26,24 @@ from evalq.models import Outcome
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     root = tmp_path_factory.mktemp("harbor")
+    base = f"evalq-harbor-test-{unique('base')}:local"  # a local image for docker_image
+    context = root / "base"
+    context.mkdir()
+    (context / "Dockerfile").write_text("FROM evalq-grader-python:local\nUSER 0:0\n"
+                                        "WORKDIR /app\n")
+    subprocess.run(["docker", "build", "-q", "--network", "none", "-t", base, str(context)],
+                   check=True, capture_output=True, env={"DOCKER_BUILDKIT": "0",
+                                                         "PATH": "/usr/bin:/bin"})
     tasks = {"python": python_task(root), "shell": shell_task(root),
-             "partial": partial_task(root)}
+             "partial": partial_task(root), "node": node_task(root),
+             "multistage": multistage_task(root), "prebuilt": prebuilt_task(root, base)}
     try:
         yield {kind: load_fixture(import_task(task, root / "fixtures").path)
                for kind, task in tasks.items()}
     finally:
         for task in tasks.values():
             remove_environment(task.name)
+        subprocess.run(["docker", "image", "rm", "-f", base], capture_output=True)
 
 
 @pytest.fixture(params=["bwrap", "docker"])
@@ -42,7 +55,8 @@ def backend(request):
     return sandbox
 
 
-@pytest.mark.parametrize("kind", ["python", "shell", "partial"])
+@pytest.mark.parametrize("kind", ["python", "shell", "partial", "node", "multistage",
+                                  "prebuilt"])
 def test_oracle_passes_and_nop_fails(imported, backend, kind):
     check = check_fixture(imported[kind], sandbox=backend)
     assert check.verdicts == {"initial": "incorrect", "correct": "correct",
@@ -76,6 +90,7 @@ def test_partial_reward_is_kept_per_run(imported, backend):
     {"pytest.py": "raise SystemExit(0)\n"},
     {"lib/python3": "#!/bin/sh\nexit 0\n"},
     {"vendor/_pytest/__init__.py": ""},
+    {"json.py": "raise SystemExit(0)\n"},
 ])
 def test_shadowing_the_verifiers_toolchain_is_tampering(imported, backend, shadow):
     result = _graded(imported["python"], backend, shadow)

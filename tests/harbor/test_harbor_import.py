@@ -105,3 +105,35 @@ def test_export_refuses_a_fixture_written_for_evalqs_judge(tmp_path):
         export_fixture(shipped, tmp_path)
     assert "field 'grade.verdict'" in caught.value.one_line()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_imports_what_it_can_refuses_the_rest_in_one_line_each(tmp_path):
+    from conftest import run_cli
+
+    good = python_task(tmp_path)
+    internet = python_task(tmp_path, internet="true")
+    out = tmp_path / "fixtures"
+    try:
+        proc = run_cli(["fixtures", "import", "harbor", str(good), str(internet),
+                        "--out", str(out)], timeout=600)
+        assert proc.returncode == 2, proc.stderr
+        refused = [line for line in proc.stderr.splitlines() if line.startswith("refused:")]
+        assert len(refused) == 1 and "environment.allow_internet" in refused[0]
+        assert f"imported {good} -> {out / good.name}" in proc.stdout
+        assert sorted(p.name for p in out.iterdir()) == [good.name]
+        check = run_cli(["fixtures", "check", str(out / good.name), "--json"], timeout=600)
+        assert check.returncode == 0, check.stdout + check.stderr
+        exported = run_cli(["fixtures", "export", "harbor", str(out / good.name), "--out",
+                            str(tmp_path / "back")])
+        assert exported.returncode == 0, exported.stderr
+        assert tree_digest(tmp_path / "back" / good.name) == tree_digest(good)
+        downgraded = run_cli(["fixtures", "import", "harbor", str(internet), "--out", str(out),
+                              "--without-internet"], timeout=600)
+        assert downgraded.returncode == 0, downgraded.stderr
+        assert "downgraded: environment.allow_internet = true was imported as false" \
+            in downgraded.stdout
+        settings = tomllib.loads((out / internet.name / "harbor.toml").read_text())
+        assert settings["downgraded"] and "without internet" in settings["downgraded"][0]
+    finally:
+        remove_environment(good.name)
+        remove_environment(internet.name)
