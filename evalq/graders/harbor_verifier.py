@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from evalq.errors import SandboxError, UserError
@@ -80,6 +81,19 @@ def read_reward(logs: Path, settings: HarborSettings) -> tuple[float | None, str
     return value, None
 
 
+def readable_by_all(folder: Path) -> None:
+    """Let the sandbox's user read (never write) a copy of the task's files, whatever modes
+    they had in the task folder: the verifier runs as uid 65534."""
+    for path in [folder, *listed_all(folder)]:
+        mode = path.stat().st_mode
+        os.chmod(path, mode | (0o555 if path.is_dir() else 0o444))
+
+
+def listed_all(folder: Path) -> list[Path]:
+    return [Path(dirpath) / name for dirpath, dirs, files in os.walk(folder)
+            for name in dirs + files]
+
+
 def _failure(reason: str, sandbox: Sandbox, **extra) -> GradeResult:
     return GradeResult(outcome=Outcome.grading_failure, reason=reason, sandbox=sandbox.name,
                        verdict=VERDICT, **extra)
@@ -110,6 +124,7 @@ def run_verifier(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str,
                         toolchain=toolchain.record())
     tests = workdir.parent / "tests"
     copy_tree(fixture.hidden_dir / "tests", tests)
+    readable_by_all(tests)
     logs = workdir.parent / "report"
     logs.mkdir()
     before = files_digest(listed(tests), tests)

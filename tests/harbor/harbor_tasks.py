@@ -65,7 +65,8 @@ def shell_task(root: Path) -> Path:
 
 
 def partial_task(root: Path) -> Path:
-    """Reward in reward.json as the share of three words present: partial credit kept."""
+    """Reward in reward.json as the share of three words present: partial credit kept. Its
+    verifier and oracle are readable by their owner only (a copy made under umask 077)."""
     verifier = """#!/bin/bash
 mkdir -p /logs/verifier
 python3 - <<'PY'
@@ -77,13 +78,16 @@ score = sum(w in have for w in words) / len(words)
 pathlib.Path("/logs/verifier/reward.json").write_text(json.dumps({"reward": score}))
 PY
 """
-    return write(root / unique("json-words"), {
+    folder = write(root / unique("json-words"), {
         "task.toml": TOML.format(internet="false", extra=""),
         "instruction.md": "Put the words alpha, beta and gamma in /app/words.txt.\n",
         "environment/Dockerfile": f"FROM {BASE}\nUSER 0:0\nWORKDIR /app\nCOPY words.txt /app/words.txt\n",
         "environment/words.txt": "alpha\n",
         "tests/test.sh": verifier,
         "solution/solve.sh": "#!/bin/bash\nprintf 'alpha\\nbeta\\ngamma\\n' > /app/words.txt\n"})
+    for private in ("tests/test.sh", "solution/solve.sh"):  # only their owner may read them
+        (folder / private).chmod(0o600)
+    return folder
 
 
 def node_task(root: Path) -> Path:

@@ -5,13 +5,13 @@ verifier's toolchain is `incorrect` with tampered, and a changed environment is 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-import subprocess
-
+from hostile.hostile_backend import backend  # noqa: F401 (the fixture: both sandboxes)
 from harbor_tasks import (multistage_task, node_task, partial_task, prebuilt_task, python_task,
                           shell_task, unique)
 from evalq.fixtures.fixture import load_fixture
@@ -19,7 +19,6 @@ from evalq.fixtures.harbor.environment import remove_environment
 from evalq.fixtures.harbor.importer import import_task
 from evalq.fixtures.selfcheck import check_fixture
 from evalq.graders.grade import grade_workspace, prepare_reference
-from evalq.graders.sandbox import get_sandbox
 from evalq.models import Outcome
 
 
@@ -44,15 +43,6 @@ def imported(tmp_path_factory):
         for task in tasks.values():
             remove_environment(task.name)
         subprocess.run(["docker", "image", "rm", "-f", base], capture_output=True)
-
-
-@pytest.fixture(params=["bwrap", "docker"])
-def backend(request):
-    sandbox = get_sandbox(request.param)
-    ok, why = sandbox.available()
-    if not ok:
-        pytest.fail(f"sandbox '{request.param}' is not available: {why}", pytrace=False)
-    return sandbox
 
 
 @pytest.mark.parametrize("kind", ["python", "shell", "partial", "node", "multistage",
