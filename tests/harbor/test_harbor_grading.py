@@ -101,3 +101,17 @@ def test_an_environment_other_than_the_pinned_one_is_not_graded(imported, backen
         result = grade_workspace(fixture, workspace, sandbox=backend)
     assert result.outcome == Outcome.grading_failure
     assert "not the pinned sha256:0000" in result.reason and pinned in result.reason
+
+
+def test_a_task_whose_environment_is_not_here_says_how_to_get_it(imported, backend, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(imported["python"].path, copy)
+    spec = copy / "fixture.toml"
+    spec.write_text(spec.read_text().replace(imported["python"].spec.image,
+                                             "evalq-grader-harbor-not-built-here:local"))
+    fixture = load_fixture(copy, verify=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = prepare_reference(fixture, "correct", Path(tmp) / "ws")
+        result = grade_workspace(fixture, workspace, sandbox=backend)
+    assert result.outcome == Outcome.grading_failure
+    assert "not on this machine" in result.reason and "evalq fixtures import harbor" in result.reason
