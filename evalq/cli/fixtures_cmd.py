@@ -272,10 +272,11 @@ __all__ = ["fixtures", "grade"]
 
 def _harbor_commands() -> None:
     """`fixtures import harbor` and `fixtures export harbor` (evalq/cli/harbor_cmd.py)."""
-    from evalq.cli.harbor_cmd import export_group, import_group
+    from evalq.cli.harbor_cmd import environment, export_group, import_group
 
     fixtures.add_command(import_group)
     fixtures.add_command(export_group)
+    fixtures.add_command(environment)
 
 
 _harbor_commands()

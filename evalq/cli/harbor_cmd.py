@@ -65,3 +65,26 @@ def export_harbor(paths: tuple[str, ...], out: str) -> None:
     with shown_as_one_line():
         for path in paths:
             click.echo(f"exported {path} -> {export_fixture(Path(path), Path(out))}")
+
+
+@click.command("environment", short_help="Build imported Harbor tasks' environments here.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+def environment(paths: tuple[str, ...]) -> None:
+    """Build each imported Harbor task's environment on this machine (offline, from the task's
+    files kept in the fixture) and check it against the digest the fixture pins; exit 2 if
+    one differs (that fixture does not grade here until re-imported)."""
+    from evalq.fixtures.harbor.rebuild import rebuild_environment
+
+    differs = 0
+    with shown_as_one_line():
+        for path in paths:
+            done = rebuild_environment(Path(path))
+            if done.matches:
+                click.echo(f"{done.fixture}: environment built, {done.digest} as pinned")
+            else:
+                differs += 1
+                click.echo(f"{path}: field 'rootfs_digest': the environment built here is "
+                           f"{done.digest}, the fixture pins {done.pinned} (fix: re-import "
+                           f"the task with `evalq fixtures import harbor`)", err=True)
+    if differs:
+        raise SystemExit(2)

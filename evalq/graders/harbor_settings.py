@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +27,8 @@ class HarborSettings(BaseModel):
     #: where the task's environment keeps the agent's workspace (its WORKDIR)
     workdir: str = Field(pattern=r"^/.*[^/]$")
     rootfs_digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    #: the local image the task names instead of a Dockerfile ([environment] docker_image)
+    docker_image: Optional[str] = None
     reward_key: str = "reward"
     reward_threshold: float = Field(1.0, gt=0)
     cpus: float = Field(1.0, gt=0)

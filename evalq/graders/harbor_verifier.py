@@ -117,8 +117,8 @@ def run_verifier(fixture: Fixture, workdir: Path, sandbox: Sandbox, label: str,
         toolchain = sandbox.toolchain(fixture.spec.image)
     except SandboxError:
         return _failure(f"the task environment {fixture.spec.image} is not on this machine "
-                        f"({sandbox.name}): import the task here with `evalq fixtures import "
-                        f"harbor` from its folder", sandbox)
+                        f"({sandbox.name}): build it here with `evalq fixtures environment "
+                        f"{fixture.path}`", sandbox)
     if toolchain is not None and toolchain.digest != settings.rootfs_digest:
         return _failure(f"the task environment {fixture.spec.image} is {toolchain.digest}, not "
                         f"the pinned {settings.rootfs_digest}: rebuild it with `evalq fixtures "

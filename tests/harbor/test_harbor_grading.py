@@ -114,4 +114,4 @@ def test_a_task_whose_environment_is_not_here_says_how_to_get_it(imported, backe
         workspace = prepare_reference(fixture, "correct", Path(tmp) / "ws")
         result = grade_workspace(fixture, workspace, sandbox=backend)
     assert result.outcome == Outcome.grading_failure
-    assert "not on this machine" in result.reason and "evalq fixtures import harbor" in result.reason
+    assert "not on this machine" in result.reason and "evalq fixtures environment" in result.reason

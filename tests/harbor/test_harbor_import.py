@@ -123,6 +123,14 @@ def test_cli_imports_what_it_can_refuses_the_rest_in_one_line_each(tmp_path):
         assert sorted(p.name for p in out.iterdir()) == [good.name]
         check = run_cli(["fixtures", "check", str(out / good.name), "--json"], timeout=600)
         assert check.returncode == 0, check.stdout + check.stderr
+        # another grading machine: the environment is built again from the fixture alone
+        pinned = tomllib.loads((out / good.name / "harbor.toml").read_text())["rootfs_digest"]
+        remove_environment(good.name)
+        rebuilt = run_cli(["fixtures", "environment", str(out / good.name)], timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert f"environment built, {pinned} as pinned" in rebuilt.stdout
+        tree = rootfs_dir() / f"harbor-{good.name}"
+        assert tree.with_name(f"{tree.name}.digest").read_text().strip() == pinned
         exported = run_cli(["fixtures", "export", "harbor", str(out / good.name), "--out",
                             str(tmp_path / "back")])
         assert exported.returncode == 0, exported.stderr
