@@ -145,3 +145,22 @@ def test_cli_imports_what_it_can_refuses_the_rest_in_one_line_each(tmp_path):
     finally:
         remove_environment(good.name)
         remove_environment(internet.name)
+
+
+def test_an_instruction_that_is_not_text_or_empty_is_refused(tmp_path):
+    task = python_task(tmp_path)
+    (task / "instruction.md").write_bytes(b"\xff\xfe fix it")
+    assert "instruction.md: not UTF-8 text" in _refusal(task, tmp_path)
+    (task / "instruction.md").write_text("  \n")
+    assert "instruction.md: the instruction is empty" in _refusal(task, tmp_path)
+
+
+def test_a_task_over_the_fixture_limits_is_refused_naming_the_task(tmp_path):
+    extra = {f"tests/data/case{i}.txt": f"{i}\n" for i in range(70)}
+    task = python_task(tmp_path, more=extra)
+    try:
+        line = _refusal(task, tmp_path)
+    finally:
+        remove_environment(task.name)
+    assert line.startswith(f"{task}: as a fixture") and "over the limit of 64" in line
+    assert ".importing." not in line
