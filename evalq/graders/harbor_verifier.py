@@ -8,9 +8,10 @@ is mounted where the environment keeps it (its WORKDIR), the verifier's files re
 is read from. A reward at or over the threshold is `correct`; the reward itself is kept as
 the run's `reward` criterion, so partial credit is not lost.
 
-The verifier runs the agent's code in its own process, as Harbor does: like an in-process
-grade, a run that ends without a reward at that code's hands is `incorrect`, and only a
-sandbox limit makes it a grading_failure.
+The verifier runs the agent's code in its own process, as Harbor does: a run that ends
+without a reward, or at one of the sandbox's limits, is `incorrect` (the self-check shows the
+verifier itself ending within them); only a sandbox that cannot start or a backend that goes
+away makes a grading_failure.
 """
 
 from __future__ import annotations
@@ -153,9 +154,12 @@ def _verdict(result: ExecResult, logs: Path, settings: HarborSettings,
                   digests=digests,
                   toolchain=result.toolchain.record() if result.toolchain else None)
     if result.limit_hit or result.timed_out:
-        return GradeResult(outcome=Outcome.grading_failure, tampered=None,
-                           reason=f"verifier exceeded its {result.limit_hit or 'time'} limit",
-                           **common)
+        # the verifier ran the agent's code, and the task's self-check shows it ending within
+        # its limits on the oracle and on the untouched workspace: a limit hit is that code's
+        # doing, as in Harbor, and as a grading_failure it would take the run out of the rates
+        return GradeResult(outcome=Outcome.incorrect, tampered=False,
+                           reason=f"the verifier, running the agent's code, hit its "
+                                  f"{result.limit_hit or 'time'} limit", **common)
     if digests["hidden_tests_before"] != digests["hidden_tests_after"]:
         return GradeResult(outcome=Outcome.incorrect, tampered=True,
                            reason="tampered: the verifier's files changed during the run",

@@ -115,3 +115,28 @@ def test_a_task_whose_environment_is_not_here_says_how_to_get_it(imported, backe
         result = grade_workspace(fixture, workspace, sandbox=backend)
     assert result.outcome == Outcome.grading_failure
     assert "not on this machine" in result.reason and "evalq fixtures environment" in result.reason
+
+
+@pytest.mark.parametrize("code, limit", [
+    ("while True:\n    pass\n", "time"),
+    ("hog = [bytearray(10**7) for _ in range(1000)]\n", "memory"),
+])
+def test_agent_code_that_runs_the_verifier_into_a_limit_is_incorrect(imported, backend,
+                                                                     tmp_path, code, limit):
+    """Not a grading_failure: that would take the run out of the rates at the agent's hands.
+    A hang holds the verifier to its time limit; a memory hog is killed by the memory limit
+    (the verifier then either stops there or, its test run killed, writes reward 0)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(imported["python"].path, copy)
+    spec = copy / "fixture.toml"
+    spec.write_text(spec.read_text().replace("timeout_seconds = 60.0", "timeout_seconds = 8"))
+    fixture = load_fixture(copy, verify=False)
+    assert fixture.spec.grade.timeout_seconds == 8
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = prepare_reference(fixture, "correct", Path(tmp) / "ws")
+        (workspace / "calc.py").write_text(code)
+        result = grade_workspace(fixture, workspace, sandbox=backend)
+    assert result.outcome == Outcome.incorrect and result.tampered is False
+    # the hog's process may be the one killed, and then the verifier goes on to reward 0
+    alternatives = [f"hit its {limit} limit"] + (["reward 0 is under"] if limit == "memory" else [])
+    assert any(text in result.reason for text in alternatives), result.reason
