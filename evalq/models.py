@@ -61,7 +61,9 @@ class GradeSpec(Strict):
     #: through evalq_judge (graders/judge/); `command` is then the pytest arguments.
     #: "in-process" (also when unset, which keeps older digests): the command runs the tests
     #: in the agent code's process, a weaker guarantee (README).
-    verdict: Optional[Literal["judge", "in-process"]] = None
+    #: "harbor": a Harbor task's tests/test.sh in the task's own environment
+    #: (graders/harbor_verifier.py), its reward the verdict.
+    verdict: Optional[Literal["judge", "in-process", "harbor"]] = None
 
     @property
     def split(self) -> bool:

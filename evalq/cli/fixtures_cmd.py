@@ -268,3 +268,15 @@ def grade(fixture: str, workspace: str, as_json: bool, sandbox: str | None) -> N
 
 
 __all__ = ["fixtures", "grade"]
+
+
+def _harbor_commands() -> None:
+    """`fixtures import harbor` and `fixtures export harbor` (evalq/cli/harbor_cmd.py)."""
+    from evalq.cli.harbor_cmd import environment, export_group, import_group
+
+    fixtures.add_command(import_group)
+    fixtures.add_command(export_group)
+    fixtures.add_command(environment)
+
+
+_harbor_commands()

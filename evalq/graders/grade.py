@@ -90,6 +90,10 @@ def run_hidden_tests(fixture: Fixture, workdir: Path, sandbox: Sandbox,
     agent's code (verdict = "judge"), or overlaid on it after resetting the runner's files
     (in-process). What had to be reset is recorded in the reason."""
     grade = fixture.spec.grade
+    if grade.verdict == "harbor":  # a Harbor task's verifier in its own environment
+        from evalq.graders.harbor_verifier import run_verifier
+
+        return run_verifier(fixture, workdir, sandbox, label, dict(GRADER_ENV))
     hidden = workdir.parent / "hidden"
     copy_tree(fixture.hidden_dir, hidden)
     canaries = plant(hidden, random.Random(secrets.randbits(64)))
