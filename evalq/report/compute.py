@@ -38,9 +38,10 @@ from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.criteria.rates import criteria_block, stored_results
 from evalq.report.attempts import VALID, TrialView
 
-SCHEMA_VERSION = "2.2"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
+SCHEMA_VERSION = "2.3"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
 # 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
-# stderr_last_line in runs
+# stderr_last_line in runs; 2.3: criteria, rater_coverage, environment_split and
+# skill_activation per case (skill_commit, miss_runs, false_positive_runs)
 COMMIT_COMPARISON = "commit-comparison"
 
 
