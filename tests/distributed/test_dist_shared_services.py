@@ -81,10 +81,14 @@ def test_sixty_trials_survive_kills_duplicates_and_short_visibility(
             _http_json(f"{base}/workers?status=1")), 60, "Flower to list the workers")
         assert workers.get("agent-d@host-d") is True, workers
         # Flower lists the queues its workers answered its inspect broadcast with; one
-        # answering late is missing from that reply, so wait for all three
-        queues = wait_for(lambda: (lambda q: q if {"agents", "grading", "results"} <= {
-            x["name"] for x in q["active_queues"]} else None)(
-            _http_json(f"{base}/queues/length")), 60, "Flower to list the three queues")
+        # answering late is missing from that reply until Flower asks again (refresh)
+        def three_queues():
+            _http_json(f"{base}/workers?refresh=1")
+            q = _http_json(f"{base}/queues/length")
+            return q if {"agents", "grading", "results"} <= {
+                x["name"] for x in q["active_queues"]} else None
+
+        queues = wait_for(three_queues, 120, "Flower to list the three queues")
         assert all(isinstance(q["messages"], int) for q in queues["active_queues"])
 
         # SIGKILL the main process of host-a's worker in the middle of a slow trial
