@@ -21,7 +21,7 @@ FIELDS = ("passed", "validation_passed", "human_accepted", "regression", "rework
 
 
 def write_inputs(folder: Path, tasks: int, runs: int) -> tuple[Path, Path]:
-    """results.jsonl and raters.jsonl in seed 003's shape, deterministic."""
+    """results.jsonl and raters.jsonl in the rated-study import shape, deterministic."""
     rng = random.Random(3)
     folder.mkdir(parents=True, exist_ok=True)
     results, raters = folder / "results.jsonl", folder / "raters.jsonl"

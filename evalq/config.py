@@ -99,7 +99,7 @@ class Settings(BaseSettings):
 
     @property
     def embedded(self) -> bool:
-        """No broker configured: run everything on this machine with no server (SPEC D5)."""
+        """No broker configured: run everything on this machine with no server."""
         return not self.broker_url or self.broker_url.startswith("filesystem://")
 
     @property

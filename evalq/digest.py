@@ -1,4 +1,4 @@
-"""Canonical sha256 digests over directory trees (SPEC F2) and over JSON-able data."""
+"""Canonical sha256 digests over directory trees and over JSON-able data."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from evalq.criteria.spec import CriterionSpec, check_names
 
 
 class Outcome(str, Enum):
-    """Exactly one per attempt (SPEC G4). Failures of graders and infrastructure are never 'incorrect'."""
+    """Exactly one per attempt. Failures of graders and infrastructure are never 'incorrect'."""
 
     correct = "correct"
     incorrect = "incorrect"
@@ -231,7 +231,7 @@ def check_study_id(value: str, field: str = "STUDY") -> str:
 
 
 class StudyManifest(Strict):
-    """A pre-registered study (SPEC S1). Paths are relative to the manifest's directory."""
+    """A pre-registered study. Paths are relative to the manifest's directory."""
 
     id: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
     fixtures: list[str] = Field(min_length=1)
@@ -302,7 +302,7 @@ class RunMetrics(Strict):
 
 
 class Criterion(Strict):
-    """One hidden check's verdict with its evidence (seed 002's criteria rows)."""
+    """One hidden check's verdict with its evidence (the criteria rows of a skill evaluation)."""
 
     index: int
     name: str
@@ -318,7 +318,7 @@ class GradeResult(Strict):
     duration_seconds: Optional[float] = None
     sandbox: Optional[str] = None
     output_tail: str = ""
-    #: image, toolchain name and rootfs digest the hidden tests ran in (SPEC I7)
+    #: image, toolchain name and rootfs digest the hidden tests ran in
     toolchain: Optional[dict] = None
     #: "judge" or "in-process" (GradeSpec.verdict)
     verdict: Optional[str] = None

@@ -18,7 +18,7 @@
 # (sha256 of a canonical tar of the tree: names, modes, owners, contents; no times): the
 # bubblewrap backend binds that tree read-only as its root, and the Docker image is imported
 # from the same tree and carries the digest as the label org.evalq.rootfs-digest, so both
-# backends grade with one toolchain and every grade records which (SPEC I7).
+# backends grade with one toolchain and every grade records which.
 # graders/Dockerfile.* build similar images from public base images for machines that can
 # pull (their grades record the image id instead).
 #

@@ -1,5 +1,5 @@
 """The shipped demo study: its lock matches the suite, and the plausible-but-wrong condition
-fails graders while the reference passes them (SPEC A8), visibly in the report."""
+fails graders while the reference passes them, visibly in the report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixture digests (SPEC F2) and contract limits (F3)."""
+"""Fixture digests and contract limits."""
 
 from __future__ import annotations
 

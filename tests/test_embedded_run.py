@@ -1,4 +1,4 @@
-"""A whole study on the embedded default (SPEC D5): no server, the real Celery tasks."""
+"""A whole study on the embedded default: no server, the real Celery tasks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Manifest validation, freezing (SPEC S1, S2) and one-line errors from the CLI."""
+"""Manifest validation, freezing and one-line errors from the CLI."""
 
 from __future__ import annotations
 

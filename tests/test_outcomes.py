@@ -1,4 +1,4 @@
-"""Outcome classification (SPEC G2, G4) and grading through the real bubblewrap sandbox."""
+"""Outcome classification and grading through the real bubblewrap sandbox."""
 
 from __future__ import annotations
 

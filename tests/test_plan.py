@@ -1,4 +1,4 @@
-"""Blocked randomization (SPEC S4)."""
+"""Blocked randomization."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paired comparisons of two conditions on the same tasks (SPEC A2), with Holm over the primary family.
+"""Paired comparisons of two conditions on the same tasks, with Holm over the primary family.
 
 In commit-comparison mode (three runs per side) only the bootstrap CI is computed: no test is
 run, so there is no p-value to over-read.

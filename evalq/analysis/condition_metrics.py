@@ -1,4 +1,4 @@
-"""Per-condition metrics (SPEC A1) reduced per task first, each with a 95% bootstrap CI over tasks.
+"""Per-condition metrics reduced per task first, each with a 95% bootstrap CI over tasks.
 
 A metric whose inputs are missing is ``None`` with a reason, never 0: RFR, CPR and NRR need
 rater scores (regression, rework_required, validation_passed) that native runs do not have.

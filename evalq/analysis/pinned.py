@@ -1,4 +1,4 @@
-"""Pinned inputs of one side of a paired comparison, and which of them differ (SPEC A4).
+"""Pinned inputs of one side of a paired comparison, and which of them differ.
 
 A side is a condition of a study. Its commit and agent source (and, between conditions of
 one study outside commit-comparison mode, its settings) are the thing under comparison, so
@@ -43,7 +43,7 @@ def _imported_env(runs: list[Run]) -> list[dict]:
 
 
 def _toolchains(runs: list[Run]):
-    """Rootfs digest per grading image (SPEC I7); a list of the distinct maps when one image
+    """Rootfs digest per grading image; a list of the distinct maps when one image
     was graded in more than one rootfs on this side (mixed, so never compatible)."""
     recorded = [(a.grade or {}).get("toolchain") for r in runs for a in r.view.attempts]
     pairs = _distinct((t.get("image"), t.get("rootfs_digest")) for t in recorded

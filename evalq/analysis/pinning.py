@@ -1,4 +1,4 @@
-"""Whether each condition's runs used the model it pins (SPEC S1), as the gateway saw it.
+"""Whether each condition's runs used the model it pins, as the gateway saw it.
 
 The model is a pinned input, but a request's model is whatever the agent writes in it: a
 condition pinned to a small model could reach a larger one its provider also serves and buy

@@ -19,7 +19,7 @@ from evalq.analysis.usage import counted_usage
 from evalq.report.attempts import TrialView, trial_views
 from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, records
 
-#: The six binary fields of seed 003 that raters score.
+#: The six binary fields raters score in a rated study.
 RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",
                 "rework_required", "requirements_traceability")
 #: Objective validation fields a seed-003 row may carry beside them.
@@ -82,7 +82,7 @@ def _run_of(view: TrialView) -> Run:
 
 
 def _native_scores(passed: Optional[bool]) -> Mapping[str, Optional[bool]]:
-    """A native run's scores: the grader's verdict, which is also seed 003's locked evaluator
+    """A native run's scores: the grader's verdict, which is also the rated study's locked evaluator
     check (hidden validation); raters gave none."""
     scores: dict[str, Optional[bool]] = dict.fromkeys(SCORE_FIELDS)
     scores["passed"] = scores["hidden_validation_passed"] = passed

@@ -1,4 +1,4 @@
-"""Which tokens and cost an analysis counts: the model gateway's where it metered the run (I3).
+"""Which tokens and cost an analysis counts: the model gateway's where it metered the run.
 
 An agent's report of its own usage is its word, and a hostile agent under-reports to look
 cheap. A sealed agent's only way out is the gateway, which counts the same traffic where the

@@ -37,9 +37,11 @@ def _counts(text: str | None, flag: str) -> list[int] | None:
 @click.option("--baseline", default=None, help="Pilot condition to use as the baseline.")
 @click.option("--candidate", default=None, help="Pilot condition to use as the candidate.")
 @click.option("--min-tasks", default=30, show_default=True, type=int,
-              help="Fewest tasks a recommended design may have (seed 003: 30; lower only on purpose).")
+              help="Fewest tasks a recommended design may have (30 by the rated-study "
+                   "protocol; lower only on purpose).")
 @click.option("--min-repetitions", default=3, show_default=True, type=int,
-              help="Fewest runs per (task, condition) a recommended design may have (seed 003: 3).")
+              help="Fewest runs per (task, condition) a recommended design may have (3 by the "
+                   "rated-study protocol).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--write-lock", is_flag=True, help="Record the plan in the study lock.")
 @click.option("--force", is_flag=True,

@@ -1,6 +1,6 @@
 """Grading: hidden tests over a fresh copy of the final workspace, in a sandbox, to one outcome.
 
-Outcome rules (SPEC G2, G4): the hidden tests pass ⇒ correct; they fail ⇒ incorrect; the
+Outcome rules: the hidden tests pass ⇒ correct; they fail ⇒ incorrect; the
 grader hits its time, memory, process or output limit, crashes, cannot start, or produces no
 report ⇒ grading_failure with the reason. A grading failure says nothing about the agent.
 Judged apart, what counts as the grader crashing is graders/judge_status.py's to say.

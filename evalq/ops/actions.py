@@ -1,7 +1,7 @@
 """Resubmit, regrade and cancel: each a database change first, then messages (DESIGN).
 
 Every attempt stays a row: resubmission adds attempt n+1 beside the failed one, so the report
-can show first-attempt and eventual figures (SPEC D3). Regrading re-sends stored artifacts to
+can show first-attempt and eventual figures. Regrading re-sends stored artifacts to
 the grading queue without running the agent again.
 """
 

@@ -1,4 +1,4 @@
-"""Which worker-environment fields differ between a study's attempts (SPEC A4, issue 5).
+"""Which worker-environment fields differ between a study's attempts.
 
 A study whose attempts ran under differing worker environments (OS, Python, agent tool
 versions) is flagged in `evalq status` and in the report, naming the differing fields.

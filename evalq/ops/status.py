@@ -2,7 +2,7 @@
 
 Each trial is classified by its latest attempt: a pending attempt (none yet, queued, running,
 grading, cancelled) gives its state, a finished one gives the counted outcome (first valid
-attempt, SPEC D3). So `by_state` and `by_outcome` together, and `by_host` alone, add up to
+attempt). So `by_state` and `by_outcome` together, and `by_host` alone, add up to
 `planned`.
 """
 

@@ -1,6 +1,6 @@
 """Which design to recommend: the cheapest one that meets the power target and the protocol's floors.
 
-Ranking by trials alone always favours one repetition, which seed 003 §3 forbids (k >= 3, and
+Ranking by trials alone always favours one repetition, which the rated-study protocol forbids (k >= 3, and
 at least 30 tasks, whatever the power). Designs below the floors are still simulated and shown,
 but are recommended only when the user lowers the floors explicitly (--min-tasks,
 --min-repetitions). Eligible designs are ranked by the forecast expected cost, then the wall
@@ -18,7 +18,7 @@ from typing import Any, Optional
 from evalq.errors import UserError
 from evalq.stats.power import MIN_RUNS_PER_CELL, MIN_TASKS
 
-PROTOCOL = "seed 003 §3: at least 30 tasks, k >= 3 runs per (task, condition)"
+PROTOCOL = "rated-study protocol: at least 30 tasks, k >= 3 runs per (task, condition)"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A pilot study reduced to what planning needs: one row per agent run (task, condition, passed, RFR, cost, duration).
 
-The reader works over the analysis' runs (which attempt counts, SPEC D3, and the adjudicated
+The reader works over the analysis' runs (which attempt counts, and the adjudicated
 rater scores of an imported study), so any study whose rows are in the results database plans
 the same way, and reads the same outcomes as its report, whether it was run here or imported.
 """

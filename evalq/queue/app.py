@@ -3,7 +3,7 @@
 `celery -A evalq.queue.app worker -Q agents` works as well as `evalq worker --queues agents`.
 With no EVALQ_BROKER_URL, the broker is a folder under EVALQ_HOME read through
 evalq.queue.filebus (kombu's filesystem transport, woken by inotify instead of polling): the
-embedded default, with no server at all (SPEC D5).
+embedded default, with no server at all.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The embedded default (SPEC D5): the same Celery tasks, a filesystem broker, local workers.
+"""The embedded default: the same Celery tasks, a filesystem broker, local workers.
 
 No server runs: messages are files under EVALQ_HOME/broker, results go to SQLite, and
 `evalq run` starts worker processes itself, waits until the database shows every planned

@@ -10,7 +10,7 @@ a message is written under incoming/ and renamed into the queue folder (a reader
 sees half a file), and a reader claims a message by renaming it into claimed/ on the same
 filesystem (an atomic rename: two worker processes can never both take one message; stock
 kombu moves to /tmp, a copy across filesystems); declared bindings are remembered per broker
-folder, not per process. Still no server (SPEC D5).
+folder, not per process. Still no server.
 """
 
 from __future__ import annotations

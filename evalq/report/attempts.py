@@ -1,4 +1,4 @@
-"""Which attempt of a trial counts (SPEC D3): the first valid one, else the latest failure.
+"""Which attempt of a trial counts: the first valid one, else the latest failure.
 
 A valid attempt is one that says something about the agent (correct, incorrect, timed_out).
 The first attempt and the eventual (counted) attempt are both kept for reports.

@@ -1,4 +1,4 @@
-"""Whether the study's power plan was recorded, and whether it came before the runs (S2).
+"""Whether the study's power plan was recorded, and whether it came before the runs.
 
 `evalq plan --write-lock` puts the plan in the lock's planning section, with a digest of its
 own. A plan written after runs began (`--force`) may have chosen the repetitions after seeing

@@ -1,4 +1,4 @@
-"""Inter-rater agreement for blinded scoring: raw agreement, Cohen's and Fleiss' kappa [SPEC A7; seed 003 §4.3].
+"""Inter-rater agreement for blinded scoring: raw agreement, Cohen's and Fleiss' kappa.
 
 Labels are any hashable values (booleans for the binary outcomes); ``None`` is a
 missing rating and is dropped. Kappa whose chance agreement is 1 is undefined: ``None``.
@@ -133,7 +133,7 @@ def fleiss_kappa(counts: ArrayLike, *, raters_per_item: int | None = None) -> fl
 
 def krippendorff_alpha_nominal(counts: ArrayLike) -> float | None:
     """Krippendorff's alpha (nominal) from an items x categories count matrix, any number of
-    ratings per item: the missing-data check seed 003 names beside kappa.
+    ratings per item: the missing-data check a rated study names beside kappa.
 
     alpha = 1 - D_o / D_e from the coincidence matrix; items with under two ratings carry no
     pair and are dropped. ``None`` with no pairable item or a single category (D_e = 0).

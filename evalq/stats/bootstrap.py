@@ -1,6 +1,6 @@
 """Percentile bootstrap confidence intervals over tasks, the interval every metric is reported with.
 
-Tasks are the resampling unit [seed 003 §7.1]: pass one value per task (already reduced
+Tasks are the resampling unit: pass one value per task (already reduced
 from its runs). Resampling is vectorised in bounded chunks, so 10,000 resamples of
 1,000 tasks take a fraction of a second.
 """

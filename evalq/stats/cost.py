@@ -1,4 +1,4 @@
-"""Cost per successful task, and the split between runs with complete and incomplete cost accounting [SPEC A5].
+"""Cost per successful task, and the split between runs with complete and incomplete cost accounting.
 
 A cost of ``None`` means the run's accounting is incomplete; it is never read as 0.
 """

@@ -3,7 +3,7 @@
 Input shape for one condition: ``{task_id: [run, run, ...]}`` where a run is
 ``True``/``1`` (passed), ``False``/``0`` (failed) or ``None`` (no valid outcome, e.g.
 a grading or infrastructure failure). ``None`` runs are dropped, never counted as 0;
-a metric that has nothing to compute on returns ``None`` [SPEC A1; seed 003 §5, §7.1].
+a metric that has nothing to compute on returns ``None``.
 """
 
 from __future__ import annotations

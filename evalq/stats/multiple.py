@@ -1,4 +1,4 @@
-"""Holm-Bonferroni adjusted p-values for the family of primary hypotheses [seed 003 §7.2]."""
+"""Holm-Bonferroni adjusted p-values for the family of primary hypotheses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paired comparison of two conditions on the same tasks: per-task differences, bootstrap CI, permutation p [SPEC A2]."""
+"""Paired comparison of two conditions on the same tasks: per-task differences, bootstrap CI, permutation p."""
 
 from __future__ import annotations
 

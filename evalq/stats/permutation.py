@@ -1,4 +1,4 @@
-"""Two-sided paired permutation (sign-flip) test on per-task differences [seed 003 §7.2].
+"""Two-sided paired permutation (sign-flip) test on per-task differences.
 
 Under the null the two condition labels of a task are exchangeable, so each task's
 difference is equally likely to carry either sign. Small studies are enumerated

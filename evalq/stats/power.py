@@ -1,4 +1,4 @@
-"""The power_warning precision check: too few tasks, too few runs, or too wide a primary CI [SPEC A3; seed 003 §7.4]."""
+"""The power_warning precision check: too few tasks, too few runs, or too wide a primary CI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The low-reliability flag: any primary-outcome kappa below 0.6 downgrades primary claims [SPEC A7; seed 003 §4.3]."""
+"""The low-reliability flag: any primary-outcome kappa below 0.6 downgrades primary claims."""
 
 from __future__ import annotations
 

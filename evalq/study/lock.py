@@ -1,4 +1,4 @@
-"""Freezing a study into its lock (SPEC S2): every digest a result depends on, and the check
+"""Freezing a study into its lock: every digest a result depends on, and the check
 that refuses a run whose frozen inputs changed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Study manifests: loading and validation beyond types (SPEC S1); the lock is in lock.py."""
+"""Study manifests: loading and validation beyond types; the lock is in lock.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Blocked randomization of trial order (SPEC S4).
+"""Blocked randomization of trial order.
 
 Each repetition is a block holding every fixture × condition cell once, so order, drift and
 fatigue spread evenly over conditions. Within a block the order is a sort on

@@ -1,4 +1,4 @@
-"""Adoption-track rules for fixtures in a study (SPEC S3), checked when a manifest loads.
+"""Adoption-track rules for fixtures in a study, checked when a manifest loads.
 
 Grouping results by track is analysis/tracks.py."""
 

@@ -1,7 +1,7 @@
 """A fresh, isolated profile per run: HOME, XDG dirs and TMPDIR of its own, a minimal environment.
 
 No two runs share any of these directories, so nothing an agent writes into its profile is
-visible to the next run (SPEC R1).
+visible to the next run.
 
 The profile (workspace included) is the one place a sealed agent writes to the host, and a
 per-file size limit does not bound file after file: where the worker may mount (root with

@@ -150,7 +150,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
     settings = settings or load_settings()
 
     def _send(task_name: str, payload: dict) -> None:
-        send(task_name, default_redactor().obj(payload))  # no credential in a DB row (SPEC R3)
+        send(task_name, default_redactor().obj(payload))  # no credential in a DB row
 
     install_log_redaction()
     engine = _db_retry(ready_engine, settings.database_url)

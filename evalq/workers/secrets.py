@@ -1,7 +1,7 @@
 """Where a provider credential comes from: the worker's environment, else a secrets file.
 
 Only trusted code (the adapter that starts the agent) reads credentials; everything evalq
-stores passes through `evalq.workers.redact` first (SPEC R3).
+stores passes through `evalq.workers.redact` first.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the model gateway metered on the wire, kept beside what the agent reported (SPEC I3).
+"""What the model gateway metered on the wire, kept beside what the agent reported.
 
 The two are independent sources: an agent's own usage report can be missing, zero-filled or
 wrong, the wire cannot be edited by the agent. Where both have a count and they differ, the

@@ -1,4 +1,4 @@
-"""A hostile `command` agent in a real embedded study, in each agent sandbox (SPEC I1-I4).
+"""A hostile `command` agent in a real embedded study, in each agent sandbox.
 
 It tries to read a reference solution (fixture cache and artifact store under EVALQ_HOME, the
 checkout's fixtures/, the study's fixture copy, a copy elsewhere on the host) and the hidden

@@ -1,4 +1,4 @@
-"""`evalq fixtures check` on the shipped suite, and every refusal it must make (SPEC F2-F5)."""
+"""`evalq fixtures check` on the shipped suite, and every refusal it must make."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The suite lock (SPEC F2): freezing, loading, and refusing fixtures that drifted from it."""
+"""The suite lock: freezing, loading, and refusing fixtures that drifted from it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Both backends grade in one toolchain (SPEC I7): the same rootfs digest, the same versions,
+"""Both backends grade in one toolchain: the same rootfs digest, the same versions,
 and so the same outcome and the same failed checks for every fixture."""
 
 from __future__ import annotations

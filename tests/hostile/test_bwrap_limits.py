@@ -39,7 +39,7 @@ def test_namespaces_and_identity():
 
 
 def test_root_is_the_toolchain_tree_not_the_host():
-    """`/` is the python image's rootfs tree (SPEC I7): the host's own folders are not there."""
+    """`/` is the python image's rootfs tree: the host's own folders are not there."""
     root = rootfs_dir() / "python"
     result = _run("ls -a /")
     assert result.toolchain.root == root

@@ -1,4 +1,4 @@
-"""Hostile agent code under grading, in both sandbox backends (SPEC G1, G2, R3).
+"""Hostile agent code under grading, in both sandbox backends.
 
 Each case is written as the agent's solution: the hidden test calls `attack()` and passes only
 if the attack worked. A contained attack therefore ends as incorrect or grading_failure, never

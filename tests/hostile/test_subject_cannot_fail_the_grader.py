@@ -1,4 +1,4 @@
-"""A wrong subject must be graded `incorrect`, never turned into a grading_failure (SPEC G2, G4).
+"""A wrong subject must be graded `incorrect`, never turned into a grading_failure.
 
 A grading_failure is counted apart and never as incorrect, so agent code that can make its
 judge exceed a limit hides a failed task from the success rate. Judged apart, what the judge

@@ -31,7 +31,7 @@ def test_an_imported_pilot_plans_rfr_from_its_adjudicated_scores(tmp_path):
                    adjudications_path=paths["adjudications"])
     pilot = load_pilot(get_engine(url), "imp")
 
-    # Independent: seed 003's RFR of a run straight from the results file's final scores.
+    # Independent: the rated study's RFR of a run straight from the results file's final scores.
     rows = [json.loads(line) for line in paths["results"].read_text().splitlines() if line]
     expected, passed = defaultdict(list), defaultdict(list)
     for row in rows:

@@ -1,4 +1,4 @@
-"""power_warning thresholds from SPEC A3, each on its boundary."""
+"""power_warning thresholds, each on its boundary."""
 
 import pytest
 

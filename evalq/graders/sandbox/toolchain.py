@@ -1,4 +1,4 @@
-"""Which root file system a grading runs in, and its digest, the same for both backends (SPEC I7).
+"""Which root file system a grading runs in, and its digest, the same for both backends.
 
 scripts/build-grader-images.sh keeps each toolchain's rootfs as a tree,
 `<cache>/rootfs/<name>`, with the digest of the tree beside it in `<name>.digest`, and imports

@@ -1,5 +1,5 @@
 """Installing a condition's skill into a fresh profile, and reading from a trace whether the
-agent loaded it (SPEC R6): activation is what the agent did, never inferred from the code."""
+agent loaded it: activation is what the agent did, never inferred from the code."""
 
 from __future__ import annotations
 

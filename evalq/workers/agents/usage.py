@@ -1,4 +1,4 @@
-"""Honest token accounting from an agent's own output (SPEC R5, A5).
+"""Honest token accounting from an agent's own output.
 
 A count is kept only when the agent's output carried it for every request. Agents fill in
 zeros when the provider sent no usage (litellm, Claude Code's final `result` event, opencode,

@@ -1,4 +1,4 @@
-"""The model gateway: a run's only network door, outside its sandbox (SPEC I2, I3).
+"""The model gateway: a run's only network door, outside its sandbox.
 
 Each run gets an HTTP endpoint: a unix socket of its own, or (a sealed sandbox's door) the
 listening socket the sandbox hands over from its own network namespace, where the agent finds

@@ -1,6 +1,6 @@
 """No sandbox, for debugging only: the agent is a plain process on the worker host.
 
-A study run this way is marked unsealed in its lock and report (nothing of SPEC I1-I4 holds).
+A study run this way is marked unsealed in its lock and report (none of the sealing guarantees holds).
 """
 
 from __future__ import annotations
