@@ -34,7 +34,7 @@ from evalq.errors import SandboxError
 from evalq.fixtures.fixture import Fixture
 from evalq.fixtures.selfcheck import check_fixture
 from evalq.graders.sandbox.base import Sandbox
-from evalq.graders.sandbox.owner import pid_namespace
+from evalq.graders.sandbox.owner import pid_namespace, process_start
 
 log = logging.getLogger("evalq.grading")
 
@@ -161,10 +161,12 @@ class SelfCheckGate:
 def _pass_mark(key: tuple) -> Path:
     """Where a pass is noted for the other pool processes of this worker: the same parent
     process in the same machine or container (pid namespace and host name), the same fixture,
-    backend and toolchain. A restarted worker checks anew; a failure is never shared: each
-    process finds its own."""
-    ident = hashlib.sha256(repr((pid_namespace(), socket.gethostname(), os.getppid(),
-                                 key)).encode())
+    backend and toolchain. The parent is named by its pid and its start time: pids are reused
+    (a machine that has run some 32,000 processes gives a new worker an old one's pid), and a
+    restarted worker must check anew. A failure is never shared: each process finds its own."""
+    parent = os.getppid()
+    ident = hashlib.sha256(repr((pid_namespace(), socket.gethostname(), parent,
+                                 process_start(parent), key)).encode())
     return Path(tempfile.gettempdir()) / "evalq-selfcheck" / ident.hexdigest()[:32]
 
 

@@ -17,6 +17,7 @@ from typing import Optional
 
 from evalq.report.json_text import dumps
 from evalq.graders.sandbox.cleanup import remove_tree
+from evalq.graders.sandbox.owner import process_start
 from evalq.graders.sandbox.scratch import unmount
 from evalq.safe_read import read_left
 
@@ -25,15 +26,6 @@ log = logging.getLogger("evalq.janitor")
 OWNER_FILE = ".evalq-owner.json"
 PATTERN = "evalq-run-*"
 MAX_OWNER_BYTES = 4096
-
-
-def process_start(pid: int) -> Optional[str]:
-    """The kernel's start time of a process (field 22 of /proc/pid/stat); None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[19]
 
 
 def record_owner(folder: Path) -> None:

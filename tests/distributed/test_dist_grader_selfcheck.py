@@ -329,3 +329,17 @@ def test_the_gate_checks_once_per_toolchain_and_retries_a_failure_only_when_due(
         assert rows[0]["toolchain"] != rows[-1]["toolchain"]
     finally:
         toolchain.cleanup()
+
+
+def test_a_pass_noted_by_an_earlier_worker_with_a_reused_pid_is_not_taken(monkeypatch):
+    """Pids are reused (pid_max is often 32768): a pass noted under a worker that has since
+    died must not spare a new worker that happens to get the same pid its self-check."""
+    from evalq.graders import selfcheck
+
+    key = ("sha256:fixture", "bwrap", "sha256:toolchain")
+    monkeypatch.setattr(selfcheck, "process_start", lambda pid: "111")
+    earlier = selfcheck._pass_mark(key)
+    monkeypatch.setattr(selfcheck, "process_start", lambda pid: "222")
+    later = selfcheck._pass_mark(key)
+    assert earlier != later
+    assert selfcheck._pass_mark(key) == later  # the same worker finds its own pass again
