@@ -53,6 +53,18 @@ def sizes(quick: bool, trials: int | None) -> dict:
             "gateway_load": (400, 200, 10, 5.0)}  # trials, at once, calls each, s before each
 
 
+def gathered_figures(out: Path) -> list[dict]:
+    """Every section's latest figures, in bench order: a run of some sections (`--only`) keeps
+    the others' figures in summary.json, so it always lists the whole bench (bench/results's
+    README says when each section last ran)."""
+    figures: list[dict] = []
+    for section in SECTIONS:
+        path = out / f"{section}.json"
+        if path.is_file():
+            figures += json.loads(path.read_text())["figures"]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     size = sizes(args.quick, args.trials)
@@ -99,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
     summary["finished"] = time.time()
     summary["failed_sections"] = failed
+    summary["sections_run"] = list(args.sections)
+    run_figures, summary["figures"] = summary["figures"], gathered_figures(args.out)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    missed = [f["name"] for f in summary["figures"] if f["met"] is False]
+    missed = [f["name"] for f in run_figures if f["met"] is False]
     print(f"\nresults: {args.out}/summary.json; targets missed: {len(missed)}"
           + (f" ({'; '.join(missed)})" if missed else ""))
     for problem in failed:

@@ -26,6 +26,22 @@ def test_deploy_bench_quick_stats_writes_results(tmp_path):
     assert summary["quick"] is True and summary["figures"] == section["figures"]
 
 
+def test_deploy_bench_summary_keeps_the_sections_not_run(tmp_path):
+    """`--only` rewrites its own sections' files; summary.json still lists every section's
+    latest figures, in bench order, and says which sections this run measured."""
+    earlier = {"name": "an earlier gateway figure", "value": 1.0, "unit": "ms", "target": 2.0,
+               "met": True}
+    (tmp_path / "gateway.json").write_text(json.dumps({"figures": [earlier], "data": {}}))
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "stats",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    section = json.loads((tmp_path / "stats.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["figures"] == section["figures"] + [earlier]
+    assert summary["sections_run"] == ["stats"]
+
+
 def test_deploy_bench_rejects_an_unknown_section(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bench", "--only", "nonsense", "--out",
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
