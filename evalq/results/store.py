@@ -26,6 +26,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from evalq.plaintext import valid_text
 from evalq.report.json_text import dumps
+from evalq.results import pg_liveness
 from evalq.results.bulk import copy_rows, insert_missing
 from evalq.results.schema import add_missing
 from evalq.errors import UserError
@@ -151,7 +152,8 @@ def get_engine(url: str) -> Engine:
             cursor.close()
     else:  # psycopg2 sends an INSERT without RETURNING row by row unless batched explicitly
         engine = create_engine(url, pool_pre_ping=True, executemany_mode="values_plus_batch",
-                               json_serializer=dumps)
+                               json_serializer=dumps, connect_args=pg_liveness.client_args(url))
+        event.listen(engine, "connect", pg_liveness.apply_server_settings)
     return engine
 
 

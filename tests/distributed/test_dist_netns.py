@@ -1,16 +1,19 @@
 """A worker on its own "host" (a network namespace) loses its link in the middle of a trial.
 
-The test creates the namespace and a veth pair in 10.231.47.0/30 (host side .1, namespace
-side .2; nothing else uses it), starts its own Redis and PostgreSQL listening on loopback and
-on the host side of the link, and runs one agent worker inside the namespace. Cutting the link
-strands that worker's trial; once its lease expires it is taken again elsewhere, and the rest
-of the study finishes without waiting for the lost host.
+Each test creates its namespace and a veth pair in 10.231.47.0/30 (host side .1, namespace
+side .2; nothing else uses it) and its own PostgreSQL (and Redis) listening on loopback and on
+the host side of the link. Cutting the link strands the namespaced worker's trial; once its
+lease expires it is taken again elsewhere, and the rest of the study finishes without waiting
+for the lost host, even when the lost host was in the middle of a transaction on that trial.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import threading
+from contextlib import contextmanager
 
 from conftest import EVALQ
 from dist_support import (PostgresServer, Procs, RedisServer, assert_adds_up, attempts_table,
@@ -25,13 +28,11 @@ def _ip(*args: str) -> None:
     assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr}"
 
 
-def test_worker_in_namespace_cut_off_mid_trial(tmp_path, fixture_copies):
+@contextmanager
+def namespace_link():
+    """(namespace, host-side device) of a fresh veth link; removed again on the way out."""
     tag = f"{os.getpid() % 100000}"
     ns, host_dev, ns_dev = f"evq{tag}", f"evqh{tag}", f"evqn{tag}"
-    procs = Procs(tmp_path)
-    redis_server = RedisServer(free_port(), tmp_path, binds=("127.0.0.1", HOST_IP))
-    postgres = PostgresServer(free_port(), tmp_path / "pg", listen=f"127.0.0.1,{HOST_IP}",
-                              extra_hba=(f"host all all {HOST_IP[:-1]}0/30 trust",))
     try:
         _ip("netns", "add", ns)
         _ip("link", "add", host_dev, "type", "veth", "peer", "name", ns_dev)
@@ -41,6 +42,86 @@ def test_worker_in_namespace_cut_off_mid_trial(tmp_path, fixture_copies):
         _ip("-n", ns, "addr", "add", f"{NS_IP}/30", "dev", ns_dev)
         _ip("-n", ns, "link", "set", ns_dev, "up")
         _ip("-n", ns, "link", "set", "lo", "up")
+        yield ns, host_dev
+    finally:
+        subprocess.run(["ip", "link", "del", host_dev], capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                    text=True).stdout
+
+
+def namespaced_postgres(tmp_path) -> PostgresServer:
+    return PostgresServer(free_port(), tmp_path / "pg", listen=f"127.0.0.1,{HOST_IP}",
+                          extra_hba=(f"host all all {HOST_IP[:-1]}0/30 trust",))
+
+
+#: run inside the namespace: lock a row through evalq's engine, say so, then go silent
+HOLDER = """
+import sys
+from sqlalchemy import text
+from evalq.results.store import get_engine
+connection = get_engine(sys.argv[1]).connect()
+connection.execute(text("UPDATE held SET n = n + 1 WHERE id = 1"))
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_row_locked_by_a_lost_host_is_released(tmp_path):
+    """The host drops off between its UPDATE and its COMMIT: the server ends that session
+    within seconds (evalq asks it to probe silent peers), so another host's write of the same
+    row goes through instead of waiting for the operating system's two-hour TCP keepalive."""
+    from sqlalchemy import text
+
+    from evalq.results.store import get_engine
+
+    postgres = namespaced_postgres(tmp_path)
+    holder = None
+    with namespace_link() as (ns, host_dev):
+        try:
+            postgres.start()
+            engine = get_engine(postgres.url)
+            with engine.begin() as connection:
+                connection.execute(text("CREATE TABLE held (id int PRIMARY KEY, n int)"))
+                connection.execute(text("INSERT INTO held VALUES (1, 0)"))
+            holder = subprocess.Popen(
+                ["ip", "netns", "exec", ns, sys.executable, "-c", HOLDER,
+                 postgres.url.replace("127.0.0.1", HOST_IP)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
+            assert holder.stdout.readline().strip() == "locked", holder.stderr.read()
+            _ip("link", "set", host_dev, "down")
+            written = threading.Event()
+
+            def write_same_row():
+                with engine.begin() as connection:
+                    connection.execute(text("UPDATE held SET n = n + 10 WHERE id = 1"))
+                written.set()
+
+            threading.Thread(target=write_same_row, daemon=True).start()
+            # the probes give up after 10 + 3 x 5 s; the margin is for a loaded machine
+            assert written.wait(120), "the lost host's lock was still held after 120 s"
+            with engine.connect() as connection:
+                assert connection.execute(text("SELECT n FROM held")).scalar() == 10
+        finally:
+            if holder is not None:
+                holder.kill()
+                holder.wait()
+            get_engine(postgres.url).dispose()
+            postgres.cleanup()
+
+
+def test_worker_in_namespace_cut_off_mid_trial(tmp_path, fixture_copies):
+    procs = Procs(tmp_path)
+    redis_server = RedisServer(free_port(), tmp_path, binds=("127.0.0.1", HOST_IP))
+    postgres = namespaced_postgres(tmp_path)
+    with namespace_link() as (ns, host_dev):
+        _run_cut_off_study(tmp_path, fixture_copies, procs, redis_server, postgres, ns,
+                           host_dev)
+
+
+def _run_cut_off_study(tmp_path, fixture_copies, procs, redis_server, postgres, ns, host_dev):
+    try:
         redis_server.start()
         postgres.start()
         common = {"EVALQ_ARTIFACTS_URL": str(tmp_path / "shared-artifacts"),
@@ -76,14 +157,12 @@ def test_worker_in_namespace_cut_off_mid_trial(tmp_path, fixture_copies):
         assert_adds_up(status)
         assert status["finished"] == 60
         rows = attempts_table(postgres.url)
-    except AssertionError as exc:
+    except (AssertionError, subprocess.TimeoutExpired) as exc:
         raise AssertionError(f"{exc}\n{procs.logs()}") from None
     finally:
         procs.stop_all()
         redis_server.stop()
         postgres.cleanup()
-        subprocess.run(["ip", "link", "del", host_dev], capture_output=True, timeout=30)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
     assert len(rows) == 60 and all(r["outcome"] is not None for r in rows)
     recovered = next(r for r in rows if r["trial_id"] == stranded["trial_id"])
@@ -92,5 +171,3 @@ def test_worker_in_namespace_cut_off_mid_trial(tmp_path, fixture_copies):
     others = [r for r in rows if r["trial_id"] != stranded["trial_id"]]
     assert all(r["outcome"] == ("correct" if r["condition"] == "good" else "incorrect")
                for r in others), others
-    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                    text=True).stdout
