@@ -1,12 +1,12 @@
-"""Grading messages a dead grader took off the queue but never started.
+"""Messages a dead worker took off the queue but never started.
 
 Redis hands a message to a consumer by moving it into kombu's `unacked` hash (indexed by
 delivery time in `unacked_index`); it comes back only when the visibility timeout runs out,
-which is set to about twice the longest trial. A grader claims its grading (a database lease)
-as the first thing it does with a message, so a grading message delivered longer than a lease
-ago whose attempt is still unclaimed was taken by a grader that died first: the grading sweep
-re-sends it now rather than after hours. The stale copy, restored at its timeout, finds the
-grading done or held and does nothing.
+which is set to about twice the longest trial. Agent workers and graders claim their work (a
+database lease) as the first thing they do with a message, so a message delivered longer than
+a lease ago whose attempt is still unclaimed was taken by a worker that died first (killed,
+out of memory, its host off the network): the sweeps re-send it now rather than after hours.
+The stale copy, restored at its timeout, finds the work done or held and does nothing.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import Optional
 
 #: kombu's Redis transport defaults (evalq does not rename them)
 UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
-GRADE_TASK = "evalq.grade_trial"
+GRADE_TASK, RUN_TASK = "evalq.grade_trial", "evalq.run_trial"
 #: delivery tags read per sweep: a bounded look, oldest first
 MAX_LOOKED_AT = 2000
 
 
-def _grading_key(raw: bytes) -> Optional[tuple[str, int]]:
-    """(trial_id, attempt) of a filed [message, exchange, routing_key], if it is a grading."""
+def _message_key(raw: bytes, task: str) -> Optional[tuple[str, int]]:
+    """(trial_id, attempt) of a filed [message, exchange, routing_key], if it is a `task`."""
     try:
         message = json.loads(raw)[0]
-        if (message.get("headers") or {}).get("task") != GRADE_TASK:
+        if (message.get("headers") or {}).get("task") != task:
             return None
         body = message["body"]
         if (message.get("properties") or {}).get("body_encoding") == "base64":
@@ -42,6 +42,17 @@ def _grading_key(raw: bytes) -> Optional[tuple[str, int]]:
 def held_gradings(broker_url: Optional[str], older_than: float) -> list[tuple[str, int]]:
     """(trial_id, attempt) of grading messages delivered to some consumer more than
     `older_than` seconds ago and not yet acknowledged; [] for other brokers or when away."""
+    return held_messages(broker_url, older_than, GRADE_TASK)
+
+
+def held_runs(broker_url: Optional[str], older_than: float) -> list[tuple[str, int]]:
+    """The same for run_trial messages (an agent worker took them)."""
+    return held_messages(broker_url, older_than, RUN_TASK)
+
+
+def held_messages(broker_url: Optional[str], older_than: float,
+                  task: str) -> list[tuple[str, int]]:
+    """(trial_id, attempt) of `task` messages delivered more than `older_than` s ago, unacked."""
     if not broker_url or not broker_url.startswith(("redis://", "rediss://")):
         return []
     import redis
@@ -52,7 +63,7 @@ def held_gradings(broker_url: Optional[str], older_than: float) -> list[tuple[st
                                     start=0, num=MAX_LOOKED_AT)
         if not tags:
             return []
-        keys = (_grading_key(raw) for raw in client.hmget(UNACKED, tags) if raw is not None)
+        keys = (_message_key(raw, task) for raw in client.hmget(UNACKED, tags) if raw is not None)
         return sorted({key for key in keys if key is not None})
     except redis.RedisError:
         return []

@@ -1,7 +1,9 @@
 """Re-sending what the queue lost, decided from the database (DESIGN: the DB is the truth).
 
 * a running attempt whose lease expired (its worker died, its host lost the network) gets its
-  run_trial message again; the claim lets exactly one delivery take it;
+  run_trial message again; the claim lets exactly one delivery take it; so does a queued
+  attempt whose message an agent worker took more than a lease ago and never claimed (it
+  died in between: ops/held_deliveries.py);
 * a grading whose grader died (its lease expired) is re-sent within about a lease, as grading
   and results workers do without a launcher (ops/grading_sweep.py; one sender per expiry);
 * an attempt stuck in 'grading' that no grader ever took (agent done, artifacts stored,
@@ -19,24 +21,27 @@ import time
 from typing import Optional
 
 from evalq.ops.grading_sweep import resend_stranded_gradings
-from evalq.ops.held_deliveries import held_gradings
+from evalq.ops.held_deliveries import held_gradings, held_runs
 from evalq.queue.messages import grading_payload, shown_as
 from evalq.results.store import latest_attempts
 
 log = logging.getLogger("evalq.recovery")
 
-def stranded(engine, study_id: str, grading_grace: float,
-             now: Optional[float] = None) -> tuple[list, list]:
+def stranded(engine, study_id: str, grading_grace: float, now: Optional[float] = None,
+             held_runs: frozenset = frozenset()) -> tuple[list, list]:
     """(expired running attempts, never-claimed gradings older than grading_grace) as (trial, row).
 
-    Gradings a grader claimed are the lease sweep's (resend_stranded_gradings), not this."""
+    Queued attempts whose (trial_id, attempt) is in `held_runs` (a dead worker took their
+    message) count as expired. Gradings a grader claimed are the lease sweep's
+    (resend_stranded_gradings), not this."""
     now = time.time() if now is None else now
     trials, latest = latest_attempts(engine, study_id)
     expired, grading = [], []
     for trial_id, row in latest.items():
         if row.outcome is not None or trial_id not in trials:
             continue
-        if row.state == "running" and (row.lease_expires_at or 0) < now:
+        if row.state == "running" and (row.lease_expires_at or 0) < now or \
+                row.state == "queued" and (trial_id, row.attempt) in held_runs:
             expired.append((trials[trial_id], row))
         elif row.state == "grading" and row.artifacts and row.lease_expires_at is None and \
                 (row.agent_finished_at or 0) < now - grading_grace:
@@ -124,10 +129,13 @@ class Sweeper:
             self.run_id = run_id
         resend_stranded_gradings(self.engine, self._send, self.lease_seconds,
                                  held=held_gradings(self.broker_url, self.lease_seconds))
-        expired, grading = stranded(self.engine, self.study_id, self.grading_grace)
+        expired, grading = stranded(
+            self.engine, self.study_id, self.grading_grace,
+            held_runs=frozenset(held_runs(self.broker_url, self.lease_seconds)))
         expired = self._fresh(expired, "run")
         if expired:
-            log.warning("re-sending %d trial(s) whose lease expired", len(expired))
+            log.warning("re-sending %d trial(s) whose worker is gone (lease expired, or message "
+                        "taken and never claimed)", len(expired))
             self.resend_expired(expired)
             self._sent(expired, "run")
         grading = self._fresh(grading, "grade")
