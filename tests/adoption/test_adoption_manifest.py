@@ -287,3 +287,59 @@ def test_a_changed_task_manifest_is_refused_after_freezing(tmp_path):
     _one_line(run_cli(["run", str(study)], {"EVALQ_HOME": str(tmp_path / "home")}),
               "study.lock.json", "frozen inputs changed", "adoption.tasks")
     assert not (tmp_path / "home" / "evalq.db").exists(), "nothing half-written"
+
+
+def _stored_study(home, adoption=None):
+    """A study written straight to the database (tests/report's mixed study: retried,
+    pending and never-sent trials), with `adoption` as its lock's evidence record."""
+    import sys
+    from pathlib import Path
+
+    from sqlmodel import Session
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+    from test_report_fast_path import mixed_study
+    from evalq.results.store import StudyRow, get_engine
+
+    home.mkdir()
+    url = f"sqlite:///{home / 'evalq.db'}"
+    mixed_study(url, "stored")
+    if adoption is not None:
+        with Session(get_engine(url)) as session:
+            row = session.get(StudyRow, "stored")
+            row.lock = dict(row.lock, adoption=adoption)
+            session.add(row)
+            session.commit()
+
+
+def test_export_evidence_of_a_study_without_a_task_manifest_is_refused(tmp_path):
+    home = tmp_path / "home"
+    _stored_study(home)
+    out = tmp_path / "e.jsonl"
+    _one_line(run_cli(["export", "stored", "--format", "evidence", "--out", str(out)],
+                      {"EVALQ_HOME": str(home)}),
+              "field '--format'", "no evidence record", "--format jsonl")
+    assert not out.exists()
+
+
+def test_what_nothing_recorded_is_null_never_filled_in(tmp_path):
+    """A trial never started has no date; a record missing parts gives null fields."""
+    home = tmp_path / "home"
+    _stored_study(home, adoption={"tool": {"name": "t", "version": None},
+                                  "tasks": {"task-00": {"prompt": "p", "kind": "unseen"}}})
+    out = tmp_path / "e.jsonl"
+    proc = run_cli(["export", "stored", "--format", "evidence", "--out", str(out)],
+                   {"EVALQ_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 144
+    never_started = [r for r in rows if r["outcome"] is None and r["first_outcome"] is None]
+    assert any(r["date"] is None for r in never_started)
+    assert all(r["date"] is not None for r in rows if r["first_outcome"] is not None)
+    task = next(r for r in rows if r["task_id"] == "task-00")
+    assert (task["tool"], task["prompt"], task["kind"]) == ("t", "p", "unseen")
+    for key in ("tool_version", "model", "registry", "os", "permissions", "max_steps",
+                "timeout_seconds", "limitations", "published_version", "skill"):
+        assert task[key] is None, key
+    other = next(r for r in rows if r["task_id"] == "task-01")
+    assert other["prompt"] is None and other["kind"] is None
