@@ -149,7 +149,7 @@ def check_adoption(adoption: Adoption, manifest: StudyManifest, fixtures, path: 
 
 def _check_fixture(bad, tm: TaskManifest, where: str, task: dict, fixture, package: str) -> None:
     spec, toml = fixture.spec, fixture.path / "fixture.toml"
-    if spec.prompt.strip() != task["prompt"].strip():
+    if spec.prompt.split() != task["prompt"].split():  # line wrapping aside
         bad(tm.path, f"{where}.prompt", f"differs from the prompt of fixture '{fixture.id}' "
             f"({toml}), which is what the agent gets",
             "make them the same text (the fixture's prompt is frozen in its digest)")

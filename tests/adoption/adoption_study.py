@@ -80,6 +80,12 @@ settings = { action = "solution", solution = "correct" }
 _PROMPT = re.compile(r'^prompt = """.*?"""\n', re.MULTILINE | re.DOTALL)
 
 
+def toml_prompt(prompt: str) -> str:
+    """The prompt as fixture.toml holds it: wrapped after its first '; ' where the JSON's is
+    one line (the same text, whitespace aside)."""
+    return json.dumps(prompt.replace("; ", ";\n", 1))
+
+
 def make_fixture(root: Path, task_id: str, base: str, prompt: str, extra: str = "") -> Path:
     """A shipped fixture copied under the task's id with the task's prompt, re-frozen."""
     from evalq.fixtures.fixture import freeze_fixture
@@ -88,7 +94,7 @@ def make_fixture(root: Path, task_id: str, base: str, prompt: str, extra: str = 
     shutil.copytree(FIXTURES / base, dest)
     toml = dest / "fixture.toml"
     text = toml.read_text().replace(f'id = "{base}"', f'id = "{task_id}"', 1)
-    text = _PROMPT.sub(lambda _: f"prompt = {json.dumps(prompt)}\n", text, count=1)
+    text = _PROMPT.sub(lambda _: f"prompt = {toml_prompt(prompt)}\n", text, count=1)
     toml.write_text(text + extra)
     freeze_fixture(dest)
     return dest

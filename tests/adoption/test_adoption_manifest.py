@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from adoption_study import PACKAGE, TASK_MANIFEST, TASKS, adoption_study
+from adoption_study import PACKAGE, TASK_MANIFEST, TASKS, adoption_study, toml_prompt
 from conftest import run_cli
 
 
@@ -107,8 +107,9 @@ def _prompt(index: int, prompt: str):
         fixture = folder / "fixtures" / task_id
         from evalq.fixtures.fixture import freeze_fixture
         toml = fixture / "fixture.toml"
-        old = json.dumps(TASKS[index][2]["prompt"])
-        toml.write_text(toml.read_text().replace(old, json.dumps(prompt)))
+        old = toml_prompt(TASKS[index][2]["prompt"])
+        assert old in toml.read_text()
+        toml.write_text(toml.read_text().replace(old, toml_prompt(prompt)))
         freeze_fixture(fixture)
     return change
 
