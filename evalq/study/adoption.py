@@ -78,6 +78,8 @@ def split_adoption(data: dict, path: Path) -> tuple[dict, Optional[Adoption]]:
 def _pinned(data: dict, tasks: TaskManifest, path: Path) -> dict:
     """Budgets and environment as the task manifest pins them; a study value that says
     otherwise is refused (the pre-registered pins are the ones that hold)."""
+    if any(not isinstance(data.get(name) or {}, dict) for name in ("budgets", "environment")):
+        return data  # not a table: the study's own validation names it
     sections = {name: dict(data.get(name) or {}) for name in ("budgets", "environment")}
     errors = []
     for (section, key), (json_section, json_key) in PINS:
