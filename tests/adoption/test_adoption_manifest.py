@@ -207,6 +207,14 @@ EVIDENCE = {"tool": "evalq-scripted", "tool_version": "1.18.18", "model": "scrip
             "timeout_seconds": 120, "limitations": ["one tool, model and platform"]}
 
 
+def _export_evidence(home, study: str, out) -> list[dict]:
+    """`evalq export STUDY --format evidence`'s rows."""
+    proc = run_cli(["export", study, "--format", "evidence", "--out", str(out)],
+                   {"EVALQ_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
 def test_runs_end_to_end_with_the_evidence_record(tmp_path):
     study = adoption_study(tmp_path / "s")
     home = tmp_path / "home"
@@ -250,11 +258,7 @@ def test_runs_end_to_end_with_the_evidence_record(tmp_path):
     assert "## Evidence record" in markdown and "| package | praxo-core, registry PyPI |" in markdown
     assert "| free-selection | held-out | skill | 1 | 1 | 1 | 100.0% |" in markdown
 
-    out = tmp_path / "evidence.jsonl"
-    proc = run_cli(["export", "adoption", "--format", "evidence", "--out", str(out)],
-                   {"EVALQ_HOME": str(home)})
-    assert proc.returncode == 0, proc.stderr
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = _export_evidence(home, "adoption", tmp_path / "evidence.jsonl")
     assert len(rows) == 8
     dates = {t["trial_id"]: t["date"] for t in evidence["trials"]}
     for row in rows:
@@ -328,11 +332,7 @@ def test_what_nothing_recorded_is_null_never_filled_in(tmp_path):
     home = tmp_path / "home"
     _stored_study(home, adoption={"tool": {"name": "t", "version": None},
                                   "tasks": {"task-00": {"prompt": "p", "kind": "unseen"}}})
-    out = tmp_path / "e.jsonl"
-    proc = run_cli(["export", "stored", "--format", "evidence", "--out", str(out)],
-                   {"EVALQ_HOME": str(home)})
-    assert proc.returncode == 0, proc.stderr
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = _export_evidence(home, "stored", tmp_path / "e.jsonl")
     assert len(rows) == 144
     never_started = [r for r in rows if r["outcome"] is None and r["first_outcome"] is None]
     assert any(r["date"] is None for r in never_started)
