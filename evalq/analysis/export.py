@@ -1,4 +1,5 @@
-"""Per-trial exports: skill-activation trial rows and adjudicated results.jsonl rows.
+"""Per-trial exports: skill-activation trial rows, adjudicated results.jsonl rows, and the
+adoption-baseline evidence record of a study run from a task manifest.
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
@@ -10,8 +11,9 @@ hidden_validation_passed is the grader's verdict.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
+from evalq.errors import UserError
 from evalq.criteria.review import resolved
 from evalq.report.json_text import finite
 from evalq.results.store import StudyRow
@@ -19,6 +21,7 @@ from evalq.workers.agents.numbers import cost_or_reason, count
 from evalq.analysis.rater_pool import executors_of
 from evalq.analysis.runs import RATER_FIELDS, Run
 from evalq.analysis.skill_activation import skill_revision
+from evalq.analysis.evidence import adoption_record, evidence_row, trial_dates
 
 
 def _condition(study: StudyRow, name: str) -> dict[str, Any]:
@@ -91,3 +94,16 @@ def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
                                     f"no valid outcome: {run.outcome or 'pending'}"))
     row["executor_ids"] = executors_of(study, run)  # who may not rate it
     return row
+
+
+def evidence_rows(engine, study: StudyRow, runs: list[Run]) -> Iterator[dict[str, Any]]:
+    """One evidence record per trial (analysis/evidence.py); only a study run from a task
+    manifest has one, since everything else it holds is what that manifest pinned."""
+    record = adoption_record(study)
+    if record is None:
+        raise UserError(f"study '{study.id}' was not run from an adoption task manifest, so "
+                        "it has no evidence record", field="--format",
+                        fix="use --format jsonl or results, or run the study from a study file "
+                            "with an [adoption] table")
+    dates = trial_dates(engine, study.id)
+    return (evidence_row(record, run, dates.get(run.view.trial_id)) for run in runs)

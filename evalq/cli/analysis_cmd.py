@@ -154,8 +154,11 @@ def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -
 
 @click.command()
 @click.argument("study", type=STUDY)
-@click.option("--format", "fmt_", type=click.Choice(["jsonl", "results"]), required=True,
-              help="jsonl: skill-activation trial rows; results: adjudicated results.jsonl rows.")
+@click.option("--format", "fmt_", type=click.Choice(["jsonl", "results", "evidence"]),
+              required=True,
+              help="jsonl: skill-activation trial rows; results: adjudicated results.jsonl rows; "
+                   "evidence: the adoption evidence record of each trial (a study run from a "
+                   "task manifest).")
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""
@@ -165,6 +168,14 @@ def export(study: str, fmt_: str, out: str) -> None:
 
     engine, _ = engine_and_settings()
     row, runs = study_runs(engine, study_id_of(study))
+    if fmt_ == "evidence":
+        from evalq.analysis.export import evidence_rows
+
+        rows = evidence_rows(engine, row, runs)  # refused before anything is written
+        if not runs:
+            raise UserError(f"study '{row.id}' has no trials", fix="run it first")
+        click.echo(f"{write_jsonl(rows, out)} rows: {out}")
+        return
     if fmt_ == "jsonl":
         from evalq.analysis.tracks import task_labels
 

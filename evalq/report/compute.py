@@ -34,14 +34,16 @@ from evalq.models import OUTCOMES
 from evalq.ops.environments import study_environment_flag
 from evalq.stats import ci_half_width, power_warning
 from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_resamples
-from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
+from evalq.analysis.evidence import evidence_block
+from evalq.analysis.tracks import UNTRACKED, group_by_track, split_results, task_labels
 from evalq.criteria.rates import criteria_block, stored_results
 from evalq.report.attempts import VALID, TrialView
 
-SCHEMA_VERSION = "2.3"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
+SCHEMA_VERSION = "2.4"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
 # 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
 # stderr_last_line in runs; 2.3: criteria, rater_coverage, environment_split and
-# skill_activation per case (skill_commit, miss_runs, false_positive_runs)
+# skill_activation per case (skill_commit, miss_runs, false_positive_runs); 2.4: evidence
+# (a task manifest's evidence record) and each track's by_split
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -296,6 +298,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
             report = _report(study, runs, n_resamples, first_run_at)
             report["criteria"] = _named_criteria(engine, study, runs, n_resamples)
         report["overview"] = overview_block(engine, study, runs)
+        report["evidence"] = evidence_block(engine, study, runs)  # None without a task manifest
         report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
         return report
 
@@ -348,6 +351,8 @@ def _tracks_block(runs: list[Run], names: list[str], tracks: dict, labels: dict,
         unsuitable = [t for t in tasks if labels.get(t, {}).get("suitable") is False]
         block[track] = {
             "tasks": tasks, "splits": dict(split), "unsuitable_tasks": unsuitable,
+            # regression and held-out (unseen) tasks apart, never pooled in one figure
+            "by_split": split_results(runs, tasks, names, labels),
             "correct_exclusions": {n: sum(1 for r in runs if r.condition == n
                                           and r.task in unsuitable and r.outcome == "correct")
                                    for n in names},

@@ -25,6 +25,7 @@ from evalq.report.definitions import definition_lines
 from evalq.report.mdtext import inert
 from evalq.report.preregistration import describe as describe_plan
 from evalq.report.review_lines import coverage_lines, split_lines
+from evalq.report.evidence_lines import evidence_lines, kind_split_lines
 from evalq.planning.wall_check import describe as describe_wall_time
 
 fmt_rate = fmt.rate  # kept for callers of the first report version
@@ -283,7 +284,8 @@ def _tracks(report: dict[str, Any]) -> list[str]:
         excl = ", ".join(f"{inert(k, 80)} {v}" for k, v in block["correct_exclusions"].items())
         lines.append(f"| {inert(track, 80)} | {len(block['tasks'])} | {splits} | "
                      f"{len(block['unsuitable_tasks'])} | {excl if block['unsuitable_tasks'] else 'n/a'} |")
-    return lines + [""]
+    return lines + ["", "Regression and held-out (unseen) tasks apart:", ""] \
+        + kind_split_lines(report["tracks"])
 
 
 RUNS_SHOWN = 200
@@ -406,6 +408,7 @@ def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
              + _metrics(report) + _comparisons(report) + split_lines(report) + _grid(report)
              + _cost(report) + activation_lines(report)
              + _reliability(report) + _tracks(report) + criteria_lines(report)
+             + evidence_lines(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)
              + _provenance(report))
     return "\n".join(lines)

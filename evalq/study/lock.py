@@ -9,6 +9,7 @@ from evalq import __version__
 from evalq.digest import data_digest
 from evalq.errors import UserError
 from evalq.fileio import read_json_object, write_json_atomic
+from evalq.study.adoption import lock_section, task_labels
 from evalq.study.agent_source import checkout_states, lock_entries, refuse_dirty
 from evalq.study.manifest import Study
 from evalq.study.skills import skill_digests
@@ -29,6 +30,9 @@ def build_lock(study: Study) -> dict:
         body["skills"] = skill_digests(study.skills)
     if study.sources:  # digest and resolved commit id of each condition's agent source
         body["agent_sources"] = lock_entries(study.sources)
+    if study.adoption is not None:  # the task manifest's digest, pins and tasks; its labels
+        body["adoption"] = lock_section(study.adoption, study.manifest)
+        body["task_labels"] = task_labels(study.adoption, study.fixtures)
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
     return lock
 
@@ -87,6 +91,7 @@ def verify_lock(study: Study) -> dict | None:
         return existing
     changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills")
                if existing.get(key) != current.get(key)]
+    changed += _changed_adoption(existing.get("adoption") or {}, current.get("adoption") or {})
     old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]
     changed += [f"fixtures.{k}" for k in sorted(set(old_fx) | set(new_fx))
                 if old_fx.get(k, {}).get("digest") != new_fx.get(k, {}).get("digest")]
@@ -94,6 +99,12 @@ def verify_lock(study: Study) -> dict | None:
                                 current.get("agent_sources") or {})
     raise UserError(f"frozen inputs changed since the study was frozen: {', '.join(changed)}",
                     file=target, fix="restore them, or freeze a new study with a new id")
+
+
+def _changed_adoption(old: dict, new: dict) -> list[str]:
+    """`adoption.<part>` for each part of the task manifest's record that differs."""
+    return [f"adoption.{key}" for key in sorted(set(old) | set(new))
+            if old.get(key) != new.get(key)]
 
 
 def _changed_sources(old: dict, new: dict) -> list[str]:

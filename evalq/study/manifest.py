@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from pydantic import ValidationError
 
 from evalq.errors import UserError
 from evalq.fixtures.fixture import MANIFEST as FIXTURE_MANIFEST, Fixture, load_fixture
 from evalq.models import StudyManifest
+from evalq.study.adoption import Adoption, check_adoption, split_adoption
 from evalq.study.agent_source import resolve_source
 from evalq.study.budgets import check_priced_models
 from evalq.study.paths import lock_path_for
 from evalq.study.skills import resolve_skill
+from evalq.study.task_manifest import is_task_manifest, load_task_manifest
 from evalq.study.tracks import check_tracks
 from evalq.workers.agents.registry import validate_condition
 from evalq.fileio import load_document, validation_error
@@ -28,6 +31,7 @@ class Study:
     fixtures: tuple[Fixture, ...]
     skills: dict = field(default_factory=dict)  # condition name -> skill directory
     sources: dict = field(default_factory=dict)  # condition name -> its agent source (SourceSpec)
+    adoption: Optional[Adoption] = None  # the adoption-baseline task manifest it runs, if any
 
     @property
     def id(self) -> str:
@@ -123,6 +127,13 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
     """Parse and validate a manifest and every fixture it names; one-line errors for people."""
     path = Path(path).resolve()
     data = load_document(path)
+    if is_task_manifest(data):
+        load_task_manifest(path)  # its own violations first, one line each
+        raise UserError("a task manifest alone names no package, fixtures or conditions",
+                        file=path, fix=f'give evalq a study file with [adoption] task_manifest '
+                        f'= "{path.name}" and package = "<name>", its fixtures and '
+                        '[[conditions]] (README: Adoption baseline manifests)')
+    data, adoption = split_adoption(data, path)
     try:
         manifest = StudyManifest.model_validate(data)
     except ValidationError as exc:
@@ -140,10 +151,12 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
             seen[fixture.id] = folder
             fixtures.append(fixture)
     check_tracks(manifest, fixtures, path)
+    if adoption is not None:
+        check_adoption(adoption, manifest, fixtures, path)
     check_priced_models(manifest, fixtures, path)
     skills = {c.name: resolve_skill(c.skill, path, i)
               for i, c in enumerate(manifest.conditions) if c.skill}
     sources = {c.name: resolve_source(c.source, path, i, c.name)
                for i, c in enumerate(manifest.conditions) if c.source is not None}
     return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills,
-                 sources=sources)
+                 sources=sources, adoption=adoption)
