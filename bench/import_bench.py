@@ -1,4 +1,4 @@
-"""`evalq import` of a seed-003 results.jsonl (issue 20): 1,000 tasks x 2 conditions x 50 runs,
+"""`evalq import` of an adjudicated results.jsonl: 1,000 tasks x 2 conditions x 50 runs,
 two ratings per run, against the bulk writer alone inserting the same rows (the floor), on
 SQLite and PostgreSQL. Each side runs in its own process; peak RSS is the import's own.
 """

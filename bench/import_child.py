@@ -16,8 +16,8 @@ from bench.peak import peak_rss_mib
 
 
 def _floor(url: str, results: Path, raters: Path) -> float:
-    from evalq.analysis.seed003 import stored_rows
-    from evalq.analysis.seed003_check import Problems, load_ratings, without_lines
+    from evalq.analysis.adjudicated_import import stored_rows
+    from evalq.analysis.adjudicated_rows import Problems, load_ratings, without_lines
     from evalq.analysis.jsonl import read_jsonl
     from evalq.results.bulk import insert_missing
     from evalq.results.store import AttemptRow, StudyRow, TrialRow, init_db
@@ -43,7 +43,7 @@ def _floor(url: str, results: Path, raters: Path) -> float:
 
 
 def _import(url: str, results: Path, raters: Path) -> float:
-    from evalq.analysis.seed003 import import_results
+    from evalq.analysis.adjudicated_import import import_results
 
     started = time.perf_counter()
     import_results(url, results, "imported", raters_path=raters)

@@ -33,7 +33,7 @@ def _amount(value: Any) -> Any:
     return cost_or_reason(value)[0]
 
 
-def seed002_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dict[str, Any]:
+def activation_row(study: StudyRow, run: Run, labels: Optional[dict] = None) -> dict[str, Any]:
     """The skill-activation per-trial row, plus the case's declared activation and evalq's
     outcome, attempt count and cost. `skill_commit` is the skill's own revision."""
     cond = _condition(study, run.condition)
@@ -71,7 +71,7 @@ def _criteria(counted) -> list[dict[str, Any]]:
              "evidence": r.get("evidence") or ""} for i, r in enumerate(named)]
 
 
-def seed003_row(study: StudyRow, run: Run) -> dict[str, Any]:
+def adjudicated_row(study: StudyRow, run: Run) -> dict[str, Any]:
     """The adjudicated result row for one run."""
     counted = run.view.counted
     if run.imported and counted is not None:

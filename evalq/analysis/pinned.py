@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from evalq.digest import data_digest
 from evalq.results.store import StudyRow
-from evalq.analysis.runs import IMPORTED, Run
+from evalq.analysis.runs import IMPORTED_SOURCES, Run
 
 #: Runner-environment keys that must match; host names and agent version maps may vary.
 ENV_KEYS = ("os", "machine", "python", "evalq")
@@ -59,7 +59,7 @@ def _toolchains(runs: list[Run]):
 def settings_of(study: StudyRow, condition: str, runs: list[Run]) -> Optional[dict[str, Any]]:
     """The settings a side's settings_digest is taken over (None: an imported side whose runs
     recorded more than one env block)."""
-    if (study.lock or {}).get("source") == IMPORTED:
+    if (study.lock or {}).get("source") in IMPORTED_SOURCES:
         envs = _imported_env(runs)
         if len(envs) != 1:
             return None
@@ -87,7 +87,7 @@ def pinned_inputs(study: StudyRow, condition: str, runs: list[Run]) -> dict[str,
     """The values a comparison pins for one side; None where the study did not record one."""
     lock = study.lock or {}
     cond = _condition(study, condition)
-    if lock.get("source") == IMPORTED:
+    if lock.get("source") in IMPORTED_SOURCES:
         envs = _imported_env(runs)
         env = envs[0] if len(envs) == 1 else None
         shas = _distinct(e.get("repo_sha") for e in envs)

@@ -1,8 +1,8 @@
 """One record per planned trial, from the database, in the shape every analysis uses.
 
-Native runs take ``passed`` from the grader (the counted attempt); imported seed-003 runs
+Native runs take ``passed`` from the grader (the counted attempt); imported adjudicated runs
 keep their adjudicated rater scores in ``AttemptRow.grade['scores']`` and per-rater rows
-in ``AttemptRow.grade['ratings']`` (see evalq.analysis.seed003). A score nobody gave is None.
+in ``AttemptRow.grade['ratings']`` (see evalq.analysis.adjudicated_import). A score nobody gave is None.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from evalq.results.store import AttemptRow, StudyRow, TrialRow, read_study, reco
 #: The six binary fields raters score in a rated study.
 RATER_FIELDS = ("passed", "validation_passed", "human_accepted", "regression",
                 "rework_required", "requirements_traceability")
-#: Objective validation fields a seed-003 row may carry beside them.
+#: Objective validation fields an adjudicated row may carry beside them.
 VALIDATION_FIELDS = ("public_validation_passed", "hidden_validation_passed")
 SCORE_FIELDS = RATER_FIELDS + VALIDATION_FIELDS
-IMPORTED = "seed-003"
+IMPORTED = "adjudicated-results"
+#: the same source as studies imported by earlier versions recorded it
+IMPORTED_SOURCES = frozenset({IMPORTED, "seed-003"})
 
 
 @dataclass(slots=True)  # 100,000 of them in a report: no per-instance dict
@@ -69,7 +71,7 @@ class Run:
 def _run_of(view: TrialView) -> Run:
     counted = view.counted
     grade = (counted.grade or {}) if counted is not None else {}
-    if grade.get("source") == IMPORTED:
+    if grade.get("source") in IMPORTED_SOURCES:
         scores = {k: grade.get("scores", {}).get(k) for k in SCORE_FIELDS}
         return Run(view=view, task=view.fixture_id, condition=view.condition,
                    repetition=view.repetition, order=view.order_index, outcome=view.outcome,

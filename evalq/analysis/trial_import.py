@@ -19,9 +19,9 @@ from typing import Any, Optional
 
 from evalq.analysis.import_write import ImportTransaction
 from evalq.analysis.jsonl import iter_jsonl, require
-from evalq.analysis.seed003 import (STUDY_ID, ImportSummary, already_imported, file_digest,
+from evalq.analysis.adjudicated_import import (STUDY_ID, ImportSummary, already_imported, file_digest,
                                    summary_of)
-from evalq.analysis.seed003_check import MAX_INT, Problems
+from evalq.analysis.adjudicated_rows import MAX_INT, Problems
 from evalq.digest import data_digest
 from evalq.errors import UserError
 from evalq.results.store import init_db

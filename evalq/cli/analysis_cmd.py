@@ -88,7 +88,7 @@ def import_(results: str, study_id: str, raters: str | None, adjudications: str 
     existing study id are refused. Raters who disagree need an adjudication, and nobody may
     rate a run they executed (its executor_id).
     """
-    from evalq.analysis.seed003 import import_results
+    from evalq.analysis.adjudicated_import import import_results
     from evalq.analysis.trial_import import import_trials
     from evalq.config import load_settings
     from evalq.results.store import removed_if_failed
@@ -162,7 +162,7 @@ def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""
-    from evalq.analysis.export import seed002_row, seed003_row
+    from evalq.analysis.export import activation_row, adjudicated_row
     from evalq.analysis.jsonl import write_jsonl
     from evalq.analysis.runs import study_runs
 
@@ -182,9 +182,9 @@ def export(study: str, fmt_: str, out: str) -> None:
         labels = task_labels(row)
 
         def make(study, run):
-            return seed002_row(study, run, labels)
+            return activation_row(study, run, labels)
     else:
-        make = seed003_row
+        make = adjudicated_row
     if not runs:
         raise UserError(f"study '{row.id}' has no trials", fix="run or import it first")
     n = write_jsonl((make(row, r) for r in runs), out)

@@ -1,7 +1,7 @@
 """Review criteria: the adjudicated rater score of one run, read where ratings are stored.
 
 Ratings live in the attempt's grade (`ratings`: one row per rater, `adjudications`: the third
-rater's final values, `scores`: an imported run's adjudicated row; evalq.analysis.seed003
+rater's final values, `scores`: an imported run's adjudicated row; evalq.analysis.adjudicated_import
 writes them, this module only reads). The adjudicated value is the adjudicator's where there
 is one, else the raters' when they all agree (or, with no rating rows at all, the imported
 row's); raters who disagree with no adjudication leave the criterion unresolved (null), as

@@ -27,7 +27,7 @@ from evalq.analysis.sealing import sealing
 from evalq.analysis.pinned import INTERVENTION, incompatible_fields, pinned_inputs
 from evalq.analysis.rater_reliability import coverage_reason, reliability as reliability_block
 from evalq.analysis.environment_split import environment_split, split_reasons
-from evalq.analysis.runs import IMPORTED, Run, condition_names, shared_groupings, study_runs
+from evalq.analysis.runs import IMPORTED, IMPORTED_SOURCES, Run, condition_names, shared_groupings, study_runs
 from evalq.results.store import first_started_at
 from evalq.planning.wall_check import wall_time_check
 from evalq.models import OUTCOMES
@@ -415,7 +415,7 @@ def _report(study, runs: list[Run], n_resamples: int,
                   "repetitions": study.manifest.get("repetitions"),
                   "fixtures": sorted({v.fixture_id for v in views}),
                   "cancelled": study.cancelled,
-                  "source": IMPORTED if (study.lock or {}).get("source") == IMPORTED
+                  "source": IMPORTED if (study.lock or {}).get("source") in IMPORTED_SOURCES
                   else "evalq",
                   "hypotheses": study.manifest.get("hypotheses") or [],
                   "primary_metrics": study.manifest.get("primary_metrics") or []},

@@ -1,5 +1,5 @@
 """A criterion's rate and CI over many tasks, against a computation written differently, and
-review criteria read from ratings as a real seed-003 import stores them."""
+review criteria read from ratings as a real adjudicated import stores them."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_review_scores_are_adjudicated_and_disagreement_is_unresolved():
     assert out[0]["passed"] is False and out[1] == stored[1]
 
 
-def test_review_criteria_read_a_real_seed003_import(tmp_path):
+def test_review_criteria_read_a_real_adjudicated_import(tmp_path):
     """Ratings and adjudications as `evalq import` stores them in each attempt's grade: the
     score per run and rater field is the adjudicated row's value wherever raters scored it."""
     import sys
@@ -83,8 +83,8 @@ def test_review_criteria_read_a_real_seed003_import(tmp_path):
     from sqlmodel import Session, select
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-    from report_seed003_gen import FIELDS, generate
-    from evalq.analysis.seed003 import import_results
+    from adjudicated_gen import FIELDS, generate
+    from evalq.analysis.adjudicated_import import import_results
     from evalq.results.store import AttemptRow, TrialRow, init_db
 
     paths = generate(tmp_path / "data", tasks=10, k=3)  # runs past 50: unrated

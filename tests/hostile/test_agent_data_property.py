@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import copy_fixture, run_cli
 from strict_output import strict_json, strict_jsonl
 from evalq.analysis.agent_errors import stderr_tail
-from evalq.analysis.export import seed002_row, seed003_row
+from evalq.analysis.export import activation_row, adjudicated_row
 from evalq.analysis.jsonl import write_jsonl
 from evalq.analysis.runs import study_runs
 from evalq.artifacts import open_store
@@ -281,7 +281,7 @@ def _check_outputs(study, work: Path, payload: dict) -> None:
     for page in (folder / "transcripts").glob("*"):
         page.read_bytes().decode("utf-8")
     row, runs = study_runs(study.engine, study.ref["study_id"])
-    for make, name in ((seed002_row, "rows.jsonl"), (seed003_row, "results.jsonl")):
+    for make, name in ((activation_row, "rows.jsonl"), (adjudicated_row, "results.jsonl")):
         write_jsonl((make(row, r) for r in runs), work / name)
         rows = strict_jsonl((work / name).read_bytes())
         assert len(rows) == 1
@@ -344,10 +344,10 @@ def test_a_row_written_before_numbers_were_checked_still_exports_strict(study, t
     db.commit()
     db.close()
     row, runs = study_runs(study.engine, study.ref["study_id"])
-    for make, name in ((seed002_row, "rows.jsonl"), (seed003_row, "results.jsonl")):
+    for make, name in ((activation_row, "rows.jsonl"), (adjudicated_row, "results.jsonl")):
         write_jsonl((make(row, r) for r in runs), tmp_path / name)
         (exported,) = strict_jsonl((tmp_path / name).read_bytes())
-        if make is seed002_row:
+        if make is activation_row:
             assert exported["input_tokens"] is None and exported["cost_usd"] is None
             assert exported["output_tokens"] == 10 and exported["elapsed_seconds"] is None
         else:

@@ -1,4 +1,4 @@
-"""A rater-scored seed-003 pilot, imported into a real results database, lets the plan cover RFR."""
+"""A rater-scored adjudicated pilot, imported into a real results database, lets the plan cover RFR."""
 
 from __future__ import annotations
 
@@ -10,22 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalq.analysis.seed003 import import_results
+from evalq.analysis.adjudicated_import import import_results
 from evalq.planning import load_pilot, pilot_sampler
 from evalq.results.store import get_engine
 
 
-def seed003_generator():
-    """The report tests' deterministic seed-003 dataset generator (tests/report)."""
-    path = Path(__file__).resolve().parents[1] / "report" / "report_seed003_gen.py"
-    spec = importlib.util.spec_from_file_location("report_seed003_gen", path)
+def adjudicated_generator():
+    """The report tests' deterministic adjudicated-results dataset generator (tests/report)."""
+    path = Path(__file__).resolve().parents[1] / "report" / "adjudicated_gen.py"
+    spec = importlib.util.spec_from_file_location("adjudicated_gen", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.generate
 
 
 def test_an_imported_pilot_plans_rfr_from_its_adjudicated_scores(tmp_path):
-    paths = seed003_generator()(tmp_path / "data", tasks=12, k=3, seed=4)
+    paths = adjudicated_generator()(tmp_path / "data", tasks=12, k=3, seed=4)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     import_results(url, paths["results"], "imp", raters_path=paths["raters"],
                    adjudications_path=paths["adjudications"])

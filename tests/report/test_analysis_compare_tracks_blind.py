@@ -13,7 +13,7 @@ from evalq.analysis.runs import study_runs
 from evalq.analysis.studies import compare_studies
 from evalq.errors import UserError
 from report_native_rows import make_study
-from report_seed003_gen import generate
+from adjudicated_gen import generate
 
 
 

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import text
 
 from conftest import run_cli
-from report_seed003_gen import generate
+from adjudicated_gen import generate
 
 from evalq.analysis import import_write
-from evalq.analysis.export import seed003_row
+from evalq.analysis.export import adjudicated_row
 from evalq.analysis.runs import study_runs
-from evalq.analysis.seed003 import import_results
+from evalq.analysis.adjudicated_import import import_results
 from evalq.errors import UserErrors
 from evalq.results.store import init_db
 
@@ -68,7 +68,7 @@ def test_a_database_error_mid_import_rolls_everything_back(tmp_path, db_url, mon
     _rewrite(kept["results"], rows)
     import_results(db_url, kept["results"], "kept")
     study, runs = study_runs(init_db(db_url), "kept")
-    assert sorted((seed003_row(study, r) for r in runs), key=lambda r: r["run_order"]) == \
+    assert sorted((adjudicated_row(study, r) for r in runs), key=lambda r: r["run_order"]) == \
         sorted(rows, key=lambda r: r["run_order"])
     before = _snapshot(db_url)
     paths = generate(tmp_path / "data", tasks=6, k=3)

@@ -1,4 +1,4 @@
-"""`evalq import` of seed-003 data, then `evalq report --format json`, against independent computations."""
+"""`evalq import` of adjudicated results, then `evalq report --format json`, against independent computations."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from conftest import run_cli
-from report_seed003_gen import CONDITIONS, FIELDS, generate
+from adjudicated_gen import CONDITIONS, FIELDS, generate
 
 
 def _read(path):
@@ -65,7 +65,7 @@ def _hand_fleiss(items):
 def test_imported_report_matches_independent_statistics(tmp_path):
     report, paths, env = _imported_report(tmp_path, f"sqlite:///{tmp_path}/e.db")
     rows = _read(paths["results"])
-    assert report["study"]["source"] == "seed-003"
+    assert report["study"]["source"] == "adjudicated-results"
     assert report["trials"]["planned"] == len(rows) == 60
     seed = report["inference"]["bootstrap"]["seed"]
     # TPR per condition and its bootstrap CI, against scipy's own bootstrap.
@@ -197,3 +197,22 @@ def test_adjudication_disagreeing_with_results_is_refused(tmp_path):
     proc = run_cli(["import", str(paths["results"]), "--study", "x", "--adjudications",
                     str(paths["adjudications"])], {"EVALQ_DATABASE_URL": f"sqlite:///{tmp_path}/a.db"})
     assert proc.returncode == 2 and f"field '{field}'" in proc.stderr
+
+
+def test_study_imported_under_the_earlier_source_name_reads_as_imported(tmp_path):
+    """Databases written before the source was renamed keep reading as imported studies."""
+    import sqlite3
+
+    db = tmp_path / "e.db"
+    report, _, env = _imported_report(tmp_path, f"sqlite:///{db}")
+    with sqlite3.connect(db) as conn:
+        lock = json.loads(conn.execute("select lock from studies where id='s3'").fetchone()[0])
+        conn.execute("update studies set lock=? where id='s3'",
+                     (json.dumps({**lock, "source": "seed-003"}),))
+        conn.execute("update attempts set grade=replace(grade, '\"adjudicated-results\"', "
+                     "'\"seed-003\"')")
+    out = tmp_path / "again.json"
+    assert run_cli(["report", "s3", "--format", "json", "--out", str(out)], env).returncode == 0
+    again = json.loads(out.read_text())
+    assert again["study"]["source"] == "adjudicated-results"
+    assert again["conditions"] == report["conditions"]

@@ -16,7 +16,7 @@ from scipy import stats as sps
 
 from conftest import run_cli
 from report_native_rows import make_study
-from report_seed003_gen import adjudicate, generate
+from adjudicated_gen import adjudicate, generate
 
 from evalq.results.store import init_db, read_study
 

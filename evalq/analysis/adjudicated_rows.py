@@ -2,7 +2,7 @@
 problem per bad row.
 
 Each check raises the row's first problem as a UserError naming the file, the line and the
-field; `Problems` gathers them so a whole file is reported at once (evalq.analysis.seed003).
+field; `Problems` gathers them so a whole file is reported at once (evalq.analysis.adjudicated_import).
 """
 
 from __future__ import annotations

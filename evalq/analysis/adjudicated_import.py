@@ -1,6 +1,6 @@
 """Import of adjudicated results.jsonl (+ raters.jsonl, adjudications.jsonl) as a study.
 
-Storage (no extra table): a StudyRow whose lock has ``source = "seed-003"`` and the input
+Storage (no extra table): a StudyRow whose lock has ``source = "adjudicated-results"`` and the input
 digests; one TrialRow per (task, condition, run) and one finished AttemptRow each, whose
 ``grade`` holds ``{"source", "scores", "row", "ratings", "adjudications"}`` and whose
 ``worker_env`` is the row's env block. ``passed`` maps to outcome correct/incorrect; a null
@@ -28,12 +28,12 @@ from evalq.results.store import StudyRow, TrialRow, init_db
 from evalq.analysis.import_write import ImportTransaction
 from evalq.analysis.jsonl import iter_jsonl
 from evalq.analysis.runs import IMPORTED, RATER_FIELDS, VALIDATION_FIELDS
-from evalq.analysis.seed003_check import (Key, Problems, check_adjudicated,
+from evalq.analysis.adjudicated_rows import (Key, Problems, check_adjudicated,
                                           check_rater_rules, check_result, load_adjudications,
                                           load_ratings, rater_count, run_key, unmatched,
                                           without_lines)
 
-SEED003_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
+ADJUDICATED_HYPOTHESES = (("H1", "tpr", True), ("H2", "rp_at_k", True), ("H3", "rfr", True),
                       ("H4", "cpr", False), ("H5", "nrr", False))
 #: The protocol's default baseline (its control arm) when the results hold it.
 DEFAULT_BASELINE = "single_prompt"
@@ -101,7 +101,7 @@ def _hypotheses(conditions: list[str], baseline: Optional[str], candidate: Optio
     return [{"id": hid if len(candidates) == 1 else f"{hid}:{cand}", "metric": metric,
              "baseline": baseline, "candidate": cand, "primary": primary,
              "direction": "two-sided"}
-            for cand in candidates for hid, metric, primary in SEED003_HYPOTHESES]
+            for cand in candidates for hid, metric, primary in ADJUDICATED_HYPOTHESES]
 
 
 def stored_rows(study_id: str, key: Key, row: dict, ratings: list[dict],
@@ -111,8 +111,8 @@ def stored_rows(study_id: str, key: Key, row: dict, ratings: list[dict],
     trial_id = f"{study_id}/{task}/{cond}/{run}"
     passed = row["passed"]
     outcome = {True: "correct", False: "incorrect", None: "grading_failure"}[passed]
-    reason = ("imported seed-003 result" if passed is not None else
-              "imported seed-003 result: passed is null (unresolved criterion)")
+    reason = ("imported adjudicated result" if passed is not None else
+              "imported adjudicated result: passed is null (unresolved criterion)")
     trial = {"id": trial_id, "study_id": study_id, "fixture_id": task,
              "fixture_digest": "imported", "fixture_ref": "", "condition": cond,
              "repetition": run, "block": run, "order_index": row["run_order"]}

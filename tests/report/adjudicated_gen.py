@@ -1,4 +1,4 @@
-"""A small seed-003-shaped dataset (results, raters, adjudications), deterministic from a seed.
+"""A small adjudicated-results-shaped dataset (results, raters, adjudications), deterministic from a seed.
 
 Fixed raters ("r1", "r2") score every run; with rotating=True two of four raters score each
 run. human_accepted ratings of the first 50 runs follow the published Cohen's kappa example
