@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agents"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conftest import FIXTURES  # noqa: E402
+from conftest import FIXTURES, run_cli  # noqa: E402
 from test_agents_support import artifact, run_study  # noqa: E402
 from evalq.graders.sandbox.cleanup import remove_tree  # noqa: E402
 
@@ -158,5 +158,11 @@ def test_first_check_and_eventual_success_are_kept_apart(tmp_path, sandbox):
         assert "| first-check success | 0.000" in markdown
         html = next(home.rglob("report.html")).read_text()
         assert "First visible check vs eventual success" in html
+        shown = run_cli(["show", rows["repair"][0]["trial_id"]], {"EVALQ_HOME": str(home)})
+        assert "first visible check: incorrect" in shown.stdout
+        assert "eventual: correct" in shown.stdout and "2 check run(s) after the first" \
+            in shown.stdout and "human interventions unavailable" in shown.stdout
+        shown = run_cli(["show", rows["never"][0]["trial_id"]], {"EVALQ_HOME": str(home)})
+        assert "first visible check: unavailable (the agent never ran" in shown.stdout
     finally:
         assert remove_tree(home) == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import socket
 import tempfile
@@ -113,11 +114,11 @@ class CheckChannel:
         os.chmod(self.folder / "shim.py", 0o644)
         (self.folder / "bin").mkdir()
         wrapper = self.folder / "bin" / self.program
+        seen = shlex.quote(self.seen)
         wrapper.write_text(
             "#!/bin/sh\n"
             "for py in /usr/bin/python3 /usr/local/bin/python3; do\n"
-            f'  [ -x "$py" ] && exec "$py" -I -S {self.seen}/shim.py {self.seen} '
-            f'{self.program} "$@"\n'
+            f'  [ -x "$py" ] && exec "$py" -I -S {seen}/shim.py {seen} {self.program} "$@"\n'
             "done\n"
             f'echo "{self.program}: evalq\'s visible-check shim found no python3" >&2\n'
             "exit 127\n")
