@@ -164,5 +164,14 @@ def test_first_check_and_eventual_success_are_kept_apart(tmp_path, sandbox):
             in shown.stdout and "human interventions unavailable" in shown.stdout
         shown = run_cli(["show", rows["never"][0]["trial_id"]], {"EVALQ_HOME": str(home)})
         assert "first visible check: unavailable (the agent never ran" in shown.stdout
+        if sandbox == "bwrap":  # grading alone, the same in both: a regrade keeps them apart
+            regraded = run_cli(["regrade", "first-check", "--outcome", "correct"],
+                               {"EVALQ_HOME": str(home)}, timeout=600)
+            assert regraded.returncode == 0, regraded.stderr[-2000:]
+            again = stored_rows(home)
+            for row in again["repair"] + again["hostile"]:
+                assert row["regrades"] == 1
+                assert (row["first_check_result"], row["eventual_result"]) == ("incorrect",
+                                                                                 "correct")
     finally:
         assert remove_tree(home) == []

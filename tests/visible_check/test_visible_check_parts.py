@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import shutil
 import socket
@@ -106,3 +107,39 @@ def test_a_visible_check_that_is_no_program_name_is_one_line(tmp_path):
     text = str(caught.value)
     assert "\n" not in text and "fixture.toml" in text and "visible_check" in text
     assert "must be a program name found on PATH" in text
+
+
+def test_repair_cost_counts_from_the_first_check_and_says_what_it_lacks():
+    from evalq.workers.agents.trajectory import iso_time
+    from evalq.workers.visible_check.channel import CheckRecord
+    from evalq.workers.visible_check.cost import repair_cost
+
+    first = 1_800_000_000.0
+    record = CheckRecord(declared=["make", "test"], first_check_at=first, check_runs=4)
+    call = {"tool_call_id": "1", "function_name": "bash", "arguments": {"command": "make test"}}
+    steps = [{"step_id": 1, "timestamp": iso_time(first - 5), "tool_calls": [call, call]},
+             {"step_id": 2, "timestamp": iso_time(first), "tool_calls": [call]},
+             {"step_id": 3, "timestamp": iso_time(first + 9).removesuffix("Z"),  # naive: UTC
+              "tool_calls": [call, call]},
+             {"step_id": 4, "timestamp": None, "message": "done"}]
+    wire = [{"wire": "anthropic-messages", "started_at": first - 1, "status": 200,
+             "usage": {"input_tokens": 1000, "output_tokens": 10}},
+            {"wire": "anthropic-messages", "started_at": first + 1, "status": 200,
+             "usage": {"input_tokens": 300, "output_tokens": 20}},
+            {"wire": "anthropic-messages", "started_at": first + 2, "status": 429,
+             "usage": {"input_tokens": None, "output_tokens": None}},
+            {"wire": None, "refused": "not allowlisted", "started_at": first + 3}]
+    cost = repair_cost(record, first + 12.5, json.dumps({"steps": steps}).encode(), wire)
+    assert cost["repair_check_runs"] == 3 and cost["elapsed_seconds"] == 12.5
+    assert cost["commands_after_first_check"] == 3
+    assert (cost["input_tokens_after_first_check"], cost["output_tokens_after_first_check"]) \
+        == (300, 20)
+    assert cost["human_interventions"] is None and "human_interventions" in cost["unavailable"]
+    # no gateway, and a trajectory whose tool calls carry no time: unavailable, with why
+    steps[1]["timestamp"] = None
+    cost = repair_cost(record, first + 1, json.dumps({"steps": steps}).encode(), None)
+    assert cost["commands_after_first_check"] is None
+    assert cost["unavailable"]["commands_after_first_check"] == \
+        "a step with tool calls has no timestamp"
+    assert cost["input_tokens_after_first_check"] is None
+    assert repair_cost(CheckRecord(declared=["make"]), first, None, None) is None

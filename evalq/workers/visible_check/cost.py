@@ -12,7 +12,7 @@ nothing counts one, so the figure is unavailable rather than a claimed zero.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 from evalq.workers.visible_check.channel import CheckRecord
@@ -41,9 +41,12 @@ def _seconds(stamp: Any) -> Optional[float]:
     if not isinstance(stamp, str):
         return None
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
+    if moment.tzinfo is None:  # trajectories are in UTC (trajectory.iso_time)
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _commands_after(first: float, transcript: Optional[bytes], why: dict[str, str]
