@@ -5,7 +5,8 @@ The agent worker snapshots the workspace when the agent first runs the fixture's
 exactly like the final workspace (same hidden tests, grader, sandbox and named criteria), and
 its verdict is kept apart from the run's outcome: `first_check_result` (correct, incorrect,
 grading_failure) with `first_check_reason`, or None with the reason when there is nothing to
-grade. A later repair never changes it. (This is not the queue's "first valid attempt", which
+grade. A later repair never changes it. A run that timed out after its first check is sent
+to grading for that snapshot alone and keeps its outcome (`ended_run`). (This is not the queue's "first valid attempt", which
 numbers whole re-runs of a trial.)
 """
 
@@ -38,6 +39,30 @@ def no_first_check(fixture, checks: Optional[dict[str, Any]]) -> Optional[dict[s
                 "first_check_reason": "not graded: the workspace at the first check cannot be "
                                       f"stored ({checks['snapshot_refused']})"}
     return None
+
+
+def first_check_stored(checks: Optional[dict[str, Any]], artifacts: dict[str, Any]) -> bool:
+    """Whether a run has a first-check workspace to grade (then even a timed-out run goes to
+    grading, for that alone: `session_checks.ended` keeps its outcome, see `ended_run`)."""
+    return isinstance(checks, dict) and "first_check_workspace" in artifacts
+
+
+def ended_run(fixture, payload: dict[str, Any], transcript: Optional[bytes]
+              ) -> Optional[dict[str, Any]]:
+    """The result fields of a run that ended before grading (it timed out) and was sent to
+    grading for its first check alone: its outcome as the agent worker recorded it in
+    `session_checks.ended`, never one the grader gives; None for a run graded as usual."""
+    from evalq.criteria.evaluate import ungraded
+
+    ended = (payload.get("session_checks") or {}).get("ended")
+    if not isinstance(ended, dict):
+        return None
+    fields: dict[str, Any] = {"outcome": ended.get("outcome") or "timed_out",
+                              "reason": ended.get("reason"), "criteria": []}
+    named = ungraded(fixture.spec.criteria, transcript, "the run timed out")
+    if named is not None:
+        fields["criterion_results"] = named
+    return fields
 
 
 def ungraded_first_check(fixture, checks: Optional[dict[str, Any]], why: str) -> dict[str, Any]:

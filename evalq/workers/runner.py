@@ -38,7 +38,7 @@ from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
 from evalq.workers.profile import new_profile
 from evalq.workers.visible_check.cost import repair_cost
-from evalq.graders.first_check import ungraded_first_check
+from evalq.graders.first_check import first_check_stored, ungraded_first_check
 from evalq.workers.sandbox.base import DEFAULT_DISK_MB
 from evalq.workers.redact import default_redactor, install_log_redaction
 
@@ -223,12 +223,14 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         payload = result_payload(ref, **common, agent_finished_at=finished,
                                   metrics=result.metrics.model_dump(mode="json"),
                                   artifacts=artifacts)
-        if result.timed_out:
+        if result.timed_out and not first_check_stored(checks, artifacts):
             payload.update(outcome="timed_out", reason=result.stop_reason,
                            **ungraded_first_check(fixture, checks, "the run timed out"),
                            **_named(fixture, result.transcript, "the run timed out"))
             _send("evalq.record_result", payload)
             return "timed_out"
+        if result.timed_out:  # it stays timed out; the grader grades its first check alone
+            checks["ended"] = {"outcome": "timed_out", "reason": result.stop_reason}
         still_owner = _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"],
                                 owner=owner, state="grading", agent_finished_at=finished,
                                 artifacts=artifacts, metrics=payload["metrics"],
@@ -240,7 +242,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         handed_off = True
         _send("evalq.grade_trial", payload)
         log.info("%s sent to grading", label)
-        return "sent to grading"
+        return "timed_out" if result.timed_out else "sent to grading"
     except BrokerUnavailable as exc:  # not the agent's doing: the trial stays pending
         if handed_off:  # an expired grading lease: the next grading sweep re-sends it
             _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"], state="grading",

@@ -3,6 +3,8 @@
 repair:  writes the plausible wrong fix, runs the visible check, writes the right fix, runs
          the check twice more (first attempt incorrect, eventually correct, 2 repair runs)
 never:   writes the right fix and never runs the visible check (first attempt null)
+late:    checks the right fix, then breaks it and works on past its wall time (first attempt
+         correct, eventually timed out)
 hostile: runs the check on the wrong fix, then tries to rewrite its first attempt: writes into
          the shim's folder, forges shim messages on its socket, kills a check run mid-way,
          plants snapshot-shaped files, looks for the snapshot, then writes the right fix and
@@ -76,6 +78,12 @@ def main():
         put("right_slug.py")
     elif mode == "hostile":
         hostile()
+    elif mode == "late":
+        put("right_slug.py")
+        print("first check exit", check())
+        put("wrong_slug.py")
+        while True:
+            check()
 
 
 main()

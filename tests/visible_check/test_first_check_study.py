@@ -175,3 +175,27 @@ def test_first_check_and_eventual_success_are_kept_apart(tmp_path, sandbox):
                                                                                  "correct")
     finally:
         assert remove_tree(home) == []
+
+
+def test_a_timed_out_run_keeps_its_outcome_and_has_its_first_check_graded(tmp_path):
+    """bwrap only: the agent sandbox plays no part beyond the journey above."""
+    fixture = checked_fixture(tmp_path / "fixtures")
+    source = agent_source(tmp_path)
+    study = tmp_path / "study.toml"
+    study.write_text(f'id = "late"\nfixtures = ["{fixture.as_posix()}"]\nrepetitions = 1\n'
+                     'max_attempts = 1\n[budgets]\nwall_seconds = 6\n\n[[conditions]]\n'
+                     f'name = "late"\nagent = "command"\nsource = {{ path = "{source}" }}\n'
+                     'settings = { argv = ["python3", "{agent_dir}/agent.py", "late"] }\n')
+    home = tmp_path / "home"
+    try:
+        report = run_study(study, home, {"EVALQ_AGENT_SANDBOX": "bwrap"})
+        (row,) = stored_rows(home)["late"]
+        assert row["outcome"] == "timed_out" and "wall time" in row["reason"]
+        assert (row["first_check_result"], row["eventual_result"]) == ("correct", "timed_out")
+        assert row["session_checks"]["check_runs"] >= 2
+        assert row["session_checks"]["repair_cost"]["repair_check_runs"] >= 1
+        entry = report["session_first_check"][TRACK]["late"]
+        assert (entry["first_check"]["estimate"], entry["eventual"]["estimate"]) == (1.0, 0.0)
+        assert entry["lost_after_first_check"] == 1
+    finally:
+        assert remove_tree(home) == []
