@@ -85,8 +85,15 @@ def own_rate(rows: list[dict], column: str) -> float | None:
     return sum(v == "correct" for v in judged) / len(judged) if judged else None
 
 
-@pytest.mark.parametrize("sandbox", ["bwrap", "docker"])
-def test_first_check_and_eventual_success_are_kept_apart(tmp_path, sandbox):
+@pytest.mark.parametrize("sandbox", ["bwrap", "docker", "bwrap-without-sys-admin"])
+def test_first_check_and_eventual_success_are_kept_apart(tmp_path, tmp_path_factory, sandbox):
+    wrap = None
+    if sandbox == "bwrap-without-sys-admin":  # as in a container: bwrap runs as the agent user
+        from no_sys_admin import command, let_agent_pass
+        from evalq.workers.sandbox.paths import evalq_python_paths
+
+        let_agent_pass(tmp_path, tmp_path_factory.getbasetemp())
+        wrap = lambda argv: command(argv, [*evalq_python_paths(), tmp_path / "home"])  # noqa: E731
     fixture = checked_fixture(tmp_path / "fixtures")
     source = agent_source(tmp_path)
     conditions = "".join(
@@ -100,7 +107,8 @@ def test_first_check_and_eventual_success_are_kept_apart(tmp_path, sandbox):
                      'wall_seconds = 120\n' + conditions)
     home = tmp_path / "home"
     try:
-        report = run_study(study, home, {"EVALQ_AGENT_SANDBOX": sandbox})
+        report = run_study(study, home, {"EVALQ_AGENT_SANDBOX": sandbox.split("-")[0]},
+                           wrap=wrap)
         rows = stored_rows(home)
         wrong = (source / "wrong_slug.py").read_text()
         for row in rows["repair"]:
