@@ -6,8 +6,8 @@ exactly like the final workspace (same hidden tests, grader, sandbox and named c
 its verdict is kept apart from the run's outcome: `first_check_result` (correct, incorrect,
 grading_failure) with `first_check_reason`, or None with the reason when there is nothing to
 grade. A later repair never changes it. A run that timed out after its first check is sent
-to grading for that snapshot alone and keeps its outcome (`ended_run`). (This is not the queue's "first valid attempt", which
-numbers whole re-runs of a trial.)
+to grading for that snapshot alone and keeps its outcome (`ended_run`). (This is not the
+queue's "first valid attempt", which numbers whole re-runs of a trial.)
 """
 
 from __future__ import annotations
