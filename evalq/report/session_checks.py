@@ -54,13 +54,18 @@ def session_block(runs: Iterable, stored: Mapping[tuple[str, int], dict[str, Any
     """{track: {condition: {first_check, eventual, never_checked, repaired, ...}}}; {} when
     no fixture of the study declares a visible check."""
     cells: dict[str, dict[str, list[tuple[str, dict[str, Any]]]]] = {}
+    runs = list(runs)
+    # the tasks that declare a visible check: some attempt of theirs kept a record of it
+    checked = {r.task for r in runs for a in r.view.attempts
+               if (r.view.trial_id, a.attempt) in stored}
     for run in runs:
         counted = run.view.counted
-        if run.outcome not in VALID or counted is None:
+        if run.outcome not in VALID or counted is None or run.task not in checked:
             continue
         session = stored.get((run.view.trial_id, counted.attempt))
-        if session is None:
-            continue
+        if session is None:  # it ended before the record was made: its result counts still
+            session = {"first_check_result": None, "first_check_reason": None,
+                       "eventual_result": run.outcome, "session_checks": None}
         track = labels.get(run.task, {}).get("track") or UNTRACKED
         cells.setdefault(track, {}).setdefault(run.condition, []).append((run.task, session))
     return {track: {name: _condition(cells[track].get(name, []), seed, n_resamples)
@@ -76,7 +81,8 @@ def _condition(runs: list[tuple[str, dict[str, Any]]], seed: int,
             {"correct": True, "incorrect": False}.get(s["first_check_result"]))
         eventual.setdefault(task, []).append(
             None if s["eventual_result"] is None else s["eventual_result"] == "correct")
-    never = sum(1 for _, s in runs if (s["session_checks"] or {}).get("first_check_at") is None)
+    never = sum(1 for _, s in runs if isinstance(s["session_checks"], dict)
+                and s["session_checks"].get("first_check_at") is None)
     first_rate = rate(first, seed=seed, n_resamples=n_resamples)
     if first_rate["estimate"] is None:
         first_rate["reason"] = ("no run of this condition" if not runs else
