@@ -70,6 +70,31 @@ class GradeSpec(Strict):
         return self.verdict == "judge"
 
 
+#: a program name the visible-check shim may stand in for: a bare name found on PATH
+PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+class VisibleCheck(Strict):
+    """The check a user or agent runs on its own work (the visible tests), e.g. `make test`.
+
+    evalq puts a shim named after the program ahead of it on the agent's PATH: the first run of
+    the check has the workspace snapshotted before it starts, and later runs are counted (the
+    session's first attempt and its repair cost)."""
+
+    command: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _program_on_path(self) -> "VisibleCheck":
+        program = self.command[0]
+        if not PROGRAM_NAME.fullmatch(program):
+            raise ValueError(f"command[0] {program[:80]!r} must be a program name found on "
+                             "PATH (no '/', no spaces), e.g. [\"python3\", \"-m\", \"pytest\"] "
+                             "or [\"make\", \"test\"]")
+        if any(not arg or "\0" in arg for arg in self.command):
+            raise ValueError("every item of command must be a non-empty string without NUL")
+        return self
+
+
 class FixtureSpec(Strict):
     """The contents of fixture.toml."""
 
@@ -93,15 +118,19 @@ class FixtureSpec(Strict):
     grade: GradeSpec
     #: named criteria (evalq/criteria/); None: one implicit required criterion, every check
     criteria: Optional[list[CriterionSpec]] = Field(None, min_length=1)
+    #: the command the agent runs to check its work (first attempt vs eventual success);
+    #: None: no visible check is declared, and the session's first attempt is unavailable
+    visible_check: Optional[VisibleCheck] = None
     digest: Optional[str] = None
     workspace_digest: Optional[str] = None
 
     @model_serializer(mode="wrap")
     def _without_undeclared_activation(self, handler):
-        """Left out when unset, so the digests of fixtures frozen before it stay the same."""
+        """Left out when unset, so the digests of fixtures frozen before them stay the same."""
         data = handler(self)
-        if data.get("skill_expected") is None:
-            data.pop("skill_expected", None)
+        for key in ("skill_expected", "visible_check"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     @model_validator(mode="after")

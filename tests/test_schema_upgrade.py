@@ -10,9 +10,14 @@ from evalq.results.store import (AttemptEvent, AttemptRow, StudyRow, TrialRow, c
                                  get_engine, init_db, record_attempt, save_study)
 
 
+FIRST_CHECK_COLUMNS = ("session_checks", "first_check_result", "first_check_reason",
+                       "first_check_grade", "eventual_result")
+
+
 def _old_database(url: str) -> None:
     """Today's tables minus what came later: attempts.updated_at (and its index),
-    attempts.regrades (NOT NULL with a default), the attempt_events and grader_checks tables."""
+    attempts.regrades (NOT NULL with a default), the first visible check's columns, the
+    attempt_events and grader_checks tables."""
     engine = get_engine(url)
     SQLModel.metadata.create_all(engine)
     study = StudyRow(id="s", manifest={"conditions": []}, lock={}, lock_digest="sha256:x")
@@ -24,6 +29,8 @@ def _old_database(url: str) -> None:
         conn.execute(text("DROP INDEX ix_attempt_study_updated"))
         conn.execute(text("ALTER TABLE attempts DROP COLUMN updated_at"))
         conn.execute(text("ALTER TABLE attempts DROP COLUMN regrades"))
+        for column in FIRST_CHECK_COLUMNS:
+            conn.execute(text(f"ALTER TABLE attempts DROP COLUMN {column}"))
         conn.execute(text("DROP TABLE attempt_events"))
         conn.execute(text("DROP TABLE grader_checks"))
     engine.dispose()
@@ -43,7 +50,7 @@ def test_an_old_database_gains_the_new_columns_and_keeps_its_rows(old_url):
     engine = init_db(old_url)
     inspector = inspect(engine)
     columns = {c["name"] for c in inspector.get_columns("attempts")}
-    assert {"updated_at", "regrades"} <= columns
+    assert {"updated_at", "regrades", *FIRST_CHECK_COLUMNS} <= columns
     assert "ix_attempt_study_updated" in {i["name"] for i in inspector.get_indexes("attempts")}
     assert {"attempt_events", "grader_checks"} <= set(inspector.get_table_names())
     # the row written before the upgrade is still there, with the default for the new column
@@ -52,11 +59,17 @@ def test_an_old_database_gains_the_new_columns_and_keeps_its_rows(old_url):
     assert (row.trial_id, row.regrades, row.outcome) == ("s/f/c/r1", 0, None)
     # and the writes that need the new columns now work
     assert record_attempt(engine, {"study_id": "s", "trial_id": "s/f/c/r1", "attempt": 1,
-                                   "outcome": "correct", "reason": None})
+                                   "outcome": "correct", "reason": None,
+                                   "session_checks": {"first_check_at": 1.0, "check_runs": 2},
+                                   "first_check_result": "incorrect",
+                                   "first_check_reason": "1 hidden check failed"})
     with Session(engine) as session:
         (row,) = session.exec(select(AttemptRow)).all()
         events = session.exec(select(AttemptEvent)).all()
     assert row.outcome == "correct" and row.updated_at is not None
+    # the session's first attempt and its eventual result, kept apart
+    assert (row.first_check_result, row.eventual_result) == ("incorrect", "correct")
+    assert row.session_checks["check_runs"] == 2
     assert [e.outcome for e in events] == ["correct"]
 
 

@@ -25,7 +25,7 @@ EVIDENCE_CHARS = 300
 LINE_CHARS = 400
 JSON_DIFF_CHARS = 256 * 1024
 #: artifacts that are bytes, not text: written only to a file or a pipe
-BINARY = frozenset({"workspace"})
+BINARY = frozenset({"workspace", "first_check_workspace"})
 
 
 def trial_attempts(engine, settings, trial_id: str) -> tuple[Any, list[Any]]:
@@ -116,6 +116,8 @@ def trial_details(trial, attempts: list[Any], attempt, store) -> dict[str, Any]:
                                                      "agent_finished_at", "graded_at",
                                                      "finished_at")},
         "artifacts": sorted(attempt.artifacts or {}),
+        "session": {k: getattr(attempt, k, None) for k in (
+            "first_check_result", "first_check_reason", "eventual_result", "session_checks")},
     }
 
 
@@ -172,6 +174,7 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
     else:
         lines.append("failed checks: unavailable (no per-check verdicts recorded)")
     lines += criterion_lines(d.get("criteria"))
+    lines += session_lines(d.get("session") or {})
     if d["diff"] is None:
         lines.append(f"diff: unavailable ({d['diff_unavailable']})")
     else:
@@ -193,6 +196,27 @@ def detail_lines(d: dict[str, Any], fetch_hint: str) -> list[str]:
                   for name in d["artifacts"]]
     else:
         lines.append("artifacts: none stored")
+    return lines
+
+
+def session_lines(session: dict[str, Any]) -> list[str]:
+    """The session's first visible check and its eventual result, apart (none when the
+    fixture declares no visible check)."""
+    checks = session.get("session_checks")
+    if not isinstance(checks, dict):
+        return []
+    first = session.get("first_check_result") or "unavailable"
+    why = session.get("first_check_reason")
+    lines = [f"first visible check: {first}" + (f" ({one_line(why, 400)})" if why else "")
+             + f"; eventual: {session.get('eventual_result') or 'unavailable'}"]
+    cost = checks.get("repair_cost")
+    if isinstance(cost, dict):
+        lines.append(f"  repair: {_value(cost.get('repair_check_runs'))} check run(s) after the "
+                     f"first, {_value(cost.get('elapsed_seconds'), ' s')} from the first check "
+                     f"to the end, commands {_value(cost.get('commands_after_first_check'))}, "
+                     f"tokens in/out {_value(cost.get('input_tokens_after_first_check'))}/"
+                     f"{_value(cost.get('output_tokens_after_first_check'))}, human "
+                     f"interventions {_value(cost.get('human_interventions'))}")
     return lines
 
 

@@ -28,6 +28,7 @@ from evalq.config import Settings, load_settings
 from evalq.criteria.evaluate import graded as graded_criteria
 from evalq.errors import EvalqError
 from evalq.fixtures.cache import cached_fixture
+from evalq.graders.first_check import ended_run, graded_first_check
 from evalq.graders.grade import GRADER_VERSION, grade_archive
 from evalq.graders.sandbox import get_sandbox
 from evalq.graders.selfcheck import GATE, GraderRefused
@@ -109,6 +110,7 @@ def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
     """The record_result message: the payload plus outcome, reason, criteria and grade.
     GraderRefused when this grader's self-check of the fixture fails."""
     started = time.time()
+    first: dict = {}
     try:
         store = open_store(settings.artifacts_url)
         fixture = cached_fixture(store, settings.home / "cache" / "fixtures",
@@ -116,18 +118,45 @@ def _graded(payload: dict, hostname: str, settings: Settings) -> dict:
         backend = get_sandbox(settings.sandbox)
         GATE.require(fixture, backend, hostname or os.uname().nodename, settings.lease_seconds,
                      _recorder(settings))
-        archive = store.get(payload["artifacts"]["workspace"])
-        result = grade_archive(fixture, archive, sandbox=backend, label=payload["trial_id"])
-        outcome, reason, criteria, grade = result_fields(result, hostname)
         transcript = payload["artifacts"].get("transcript")
-        outcome, reason, named = graded_criteria(
-            fixture.spec.criteria, outcome, reason, criteria, result.tampered,
-            store.get(transcript) if fixture.spec.criteria and transcript else None)
+        trace = store.get(transcript) if fixture.spec.criteria and transcript else None
+        ended = ended_run(fixture, payload, trace)
+
+        def grade_one(archive: bytes, label: str):
+            result = grade_archive(fixture, archive, sandbox=backend, label=label)
+            outcome, reason, criteria, grade = result_fields(result, hostname)
+            outcome, reason, named = graded_criteria(fixture.spec.criteria, outcome, reason,
+                                                     criteria, result.tampered, trace)
+            return outcome, reason, criteria, grade, named
+
+        # the workspace at the agent's first visible check: the same grading, kept apart
+        first = graded_first_check(fixture, payload, store.get, lambda snapshot: _as_first(
+            grade_one(snapshot, f"{payload['trial_id']}#first-check")))
+        if ended is not None:  # a timed-out run: its first check alone was to grade
+            return dict(payload, **ended, grade={"grader_version": GRADER_VERSION,
+                                                 "grader_host": hostname or None,
+                                                 "started_at": started},
+                        graded_at=time.time(), **first)
+        archive = store.get(payload["artifacts"]["workspace"])
+        outcome, reason, criteria, grade, named = grade_one(archive, payload["trial_id"])
     except EvalqError as exc:
         outcome, reason, criteria = "grading_failure", f"{type(exc).__name__}: {exc}", []
         grade = {"grader_version": GRADER_VERSION, "grader_host": hostname or None}
         named = None
+        if payload.get("session_checks") is not None and not first:
+            first = {"first_check_result": None,
+                     "first_check_reason": "not graded: the grading of the run failed"}
+        ended = (payload.get("session_checks") or {}).get("ended")
+        if isinstance(ended, dict):  # the agent's timeout stands, whatever befell its grading
+            outcome, reason = ended.get("outcome") or "timed_out", ended.get("reason")
     grade["started_at"] = started
     extra = {"criterion_results": named} if named is not None else {}
     return dict(payload, outcome=outcome, reason=reason, criteria=criteria, grade=grade,
-                tampered=grade.get("tampered"), graded_at=time.time(), **extra)
+                tampered=grade.get("tampered"), graded_at=time.time(), **first, **extra)
+
+
+def _as_first(graded: tuple) -> tuple:
+    """(outcome, reason, grade record) of the first check's grading: the record holds its
+    checks and criterion results too, as the attempt's own columns do for the final one."""
+    outcome, reason, criteria, grade, named = graded
+    return outcome, reason, dict(grade, criteria=criteria, criterion_results=named)

@@ -11,7 +11,7 @@ from evalq.results.store import AttemptRow, TrialRow
 
 
 GRADE_FIELDS = ("worker_host", "worker_env", "started_at", "agent_finished_at", "metrics",
-                "artifacts")
+                "artifacts", "session_checks")
 
 
 def trial_ref(trial: TrialRow, attempt: int) -> dict[str, Any]:

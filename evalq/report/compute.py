@@ -37,13 +37,15 @@ from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_re
 from evalq.analysis.evidence import evidence_block
 from evalq.analysis.tracks import UNTRACKED, group_by_track, split_results, task_labels
 from evalq.criteria.rates import criteria_block, stored_results
+from evalq.report.session_checks import session_block, stored_sessions
 from evalq.report.attempts import VALID, TrialView
 
 SCHEMA_VERSION = "2.4"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
 # 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
 # stderr_last_line in runs; 2.3: criteria, rater_coverage, environment_split and
 # skill_activation per case (skill_commit, miss_runs, false_positive_runs); 2.4: evidence
-# (a task manifest's evidence record) and each track's by_split
+# (a task manifest's evidence record), each track's by_split, and session_first_check
+# (first visible check vs eventual result, repair cost)
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -297,6 +299,8 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         with shared_groupings(), shared_resamples():
             report = _report(study, runs, n_resamples, first_run_at)
             report["criteria"] = _named_criteria(engine, study, runs, n_resamples)
+            report["session_first_check"] = _session_first_check(engine, study, runs,
+                                                                 n_resamples)
         report["overview"] = overview_block(engine, study, runs)
         report["evidence"] = evidence_block(engine, study, runs)  # None without a task manifest
         report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
@@ -310,6 +314,16 @@ def _named_criteria(engine, study, runs: list[Run], n_resamples: int) -> dict[st
         return {}
     return criteria_block(runs, stored, task_labels(study), condition_names(study),
                           seed=int(study.manifest.get("seed") or 0), n_resamples=n_resamples)
+
+
+def _session_first_check(engine, study, runs: list[Run], n_resamples: int) -> dict[str, Any]:
+    """Per track and condition: the first visible check's success rate and the eventual one,
+    apart, with the repair cost ({} when no fixture declares a visible check)."""
+    stored = stored_sessions(engine, study.id)
+    if not stored:
+        return {}
+    return session_block(runs, stored, task_labels(study), condition_names(study),
+                         seed=int(study.manifest.get("seed") or 0), n_resamples=n_resamples)
 
 
 def _conditions_block(study, runs: list[Run], names: list[str], groups: dict,

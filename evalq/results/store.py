@@ -93,6 +93,19 @@ class AttemptRow(SQLModel, table=True):
     artifacts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     regrades: int = 0
+    #: the fixture's visible check within the agent's session (workers/visible_check/): the
+    #: worker's count of its runs and the repair cost; None when the fixture declares none.
+    #: Not the queue's attempt numbering: that is `attempt`, whose first valid one counts.
+    session_checks: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    #: the hidden tests' verdict on the workspace at the agent's first visible check
+    #: (correct, incorrect, grading_failure); None when there is none, first_check_reason
+    #: saying why (graders/first_check.py)
+    first_check_result: Optional[str] = None
+    first_check_reason: Optional[str] = None
+    first_check_grade: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    #: the session's eventual result: the outcome when it judges the agent (correct,
+    #: incorrect, timed_out), None for an evalq failure
+    eventual_result: Optional[str] = None
     #: set by every write (Column onupdate, and explicitly where Core bypasses it): what a
     #: watching status reads to stay current in O(changes) (ops/status_watch.py)
     updated_at: Optional[float] = Field(default=None, sa_column_kwargs={
@@ -538,7 +551,11 @@ def is_cancelled(engine: Engine, study_id: str) -> bool:
 # ------------------------------------------------------------------ results service
 RESULT_FIELDS = ("outcome", "reason", "worker_host", "worker_env", "started_at",
                  "agent_finished_at", "graded_at", "finished_at", "metrics", "criteria",
-                 "artifacts", "grade", "criterion_results")
+                 "artifacts", "grade", "criterion_results", "session_checks",
+                 "first_check_result", "first_check_reason", "first_check_grade",
+                 "eventual_result")
+#: outcomes that are a session's eventual result (the others are evalq's failures)
+EVENTUAL = ("correct", "incorrect", "timed_out")
 
 
 def _duration(payload: dict[str, Any]) -> Optional[float]:
@@ -575,7 +592,7 @@ def record_attempts(engine: Engine, payloads: Sequence[dict[str, Any]],
         row = _result_row(payload, now)
         key = (row["trial_id"], row["attempt"])
         repeat = seen[key] = seen.get(key, -1) + 1
-        shape = (repeat, bool(regrade), tuple(k for k in RESULT_FIELDS if k in payload))
+        shape = (repeat, bool(regrade), tuple(k for k in RESULT_FIELDS if k in row))
         groups.setdefault(shape, []).append(index)
         rows.append(row)
     written = [False] * len(payloads)
@@ -601,7 +618,9 @@ def _result_row(payload: dict[str, Any], now: float) -> dict[str, Any]:
     row = dict(trial_id=payload["trial_id"], attempt=payload["attempt"],
                study_id=payload["study_id"], claims=0, regrades=0)
     row.update({k: payload.get(k) for k in RESULT_FIELDS if k in payload})
-    for key in ("reason", "worker_host"):  # text an agent's output may have reached
+    if "outcome" in payload:
+        row["eventual_result"] = payload["outcome"] if payload["outcome"] in EVENTUAL else None
+    for key in ("reason", "worker_host", "first_check_reason"):  # text an agent may have reached
         if isinstance(row.get(key), str):
             row[key] = valid_text(row[key])
     row.update(state="done", lease_expires_at=None, updated_at=now)

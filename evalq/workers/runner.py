@@ -37,6 +37,8 @@ from evalq.workers.agents.registry import get_adapter
 from evalq.workers.diff import workspace_diff
 from evalq.workers.identity import host_name, worker_environment
 from evalq.workers.profile import new_profile
+from evalq.workers.visible_check.cost import repair_cost
+from evalq.graders.first_check import first_check_stored, ungraded_first_check
 from evalq.workers.sandbox.base import DEFAULT_DISK_MB
 from evalq.workers.redact import default_redactor, install_log_redaction
 
@@ -206,33 +208,41 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         if stop.reason == "lease lost":
             return "lease lost to another worker"
         artifacts, refused = stored_run(store, fixture, profile, result)
+        finished = time.time()
+        checks = session_checks(result, finished)
+        if checks is not None:
+            common["session_checks"] = checks
         if refused is not None:  # what the agent left cannot be stored: its doing
             _send("evalq.record_result", result_payload(
-                ref, **common, agent_finished_at=time.time(), outcome="incorrect",
+                ref, **common, agent_finished_at=finished, outcome="incorrect",
                 reason=f"not graded: {refused}; the agent's workspace is not stored",
                 metrics=result.metrics.model_dump(mode="json"), artifacts=artifacts,
+                **ungraded_first_check(fixture, checks, "the final workspace was refused"),
                 **_named(fixture, result.transcript, "its workspace was refused")))
             return "incorrect"
-        finished = time.time()
         payload = result_payload(ref, **common, agent_finished_at=finished,
                                   metrics=result.metrics.model_dump(mode="json"),
                                   artifacts=artifacts)
-        if result.timed_out:
+        if result.timed_out and not first_check_stored(checks, artifacts):
             payload.update(outcome="timed_out", reason=result.stop_reason,
+                           **ungraded_first_check(fixture, checks, "the run timed out"),
                            **_named(fixture, result.transcript, "the run timed out"))
             _send("evalq.record_result", payload)
             return "timed_out"
+        if result.timed_out:  # it stays timed out; the grader grades its first check alone
+            checks["ended"] = {"outcome": "timed_out", "reason": result.stop_reason}
         still_owner = _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"],
                                 owner=owner, state="grading", agent_finished_at=finished,
                                 artifacts=artifacts, metrics=payload["metrics"],
                                 worker_host=host, worker_env=common["worker_env"],
-                                started_at=started, lease_expires_at=None)
+                                started_at=started, lease_expires_at=None,
+                                **({"session_checks": checks} if checks is not None else {}))
         if not still_owner:
             return "lease lost to another worker"
         handed_off = True
         _send("evalq.grade_trial", payload)
         log.info("%s sent to grading", label)
-        return "sent to grading"
+        return "timed_out" if result.timed_out else "sent to grading"
     except BrokerUnavailable as exc:  # not the agent's doing: the trial stays pending
         if handed_off:  # an expired grading lease: the next grading sweep re-sends it
             _db_retry(mark_state, engine, ref["trial_id"], ref["attempt"], state="grading",
@@ -254,6 +264,16 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         heartbeat.stop()
         if profile is not None:
             profile.cleanup()
+
+
+def session_checks(result, finished: float) -> dict | None:
+    """What the worker saw of the fixture's visible check, with the repair cost after the
+    first check (None when the fixture declares no check)."""
+    record = result.visible_check
+    if record is None:
+        return None
+    return dict(record.as_json(), repair_cost=repair_cost(
+        record, finished, result.transcript, result.extra.get("wire_records")))
 
 
 def _named(fixture, transcript: bytes | None, why: str) -> dict:
@@ -292,6 +312,9 @@ def _store_artifacts(store, fixture, profile, result, workspace: bool = True) ->
         with agent_data("the workspace diff"):
             diff = workspace_diff(fixture.workspace_dir, profile.workspace).encode()
         refs["diff"] = store.put(diff)
+    first = result.visible_check.snapshot if result.visible_check is not None else None
+    if first is not None:  # the workspace at the first visible check, packed by the worker
+        refs["first_check_workspace"] = store.put(first)
     refs["stdout"] = store.put(result.stdout)
     refs["stderr"] = store.put(result.stderr)
     if result.transcript is not None:

@@ -29,12 +29,13 @@ from evalq.workers.wire import record_wire
 from evalq.workers.profile import Profile
 from evalq.workers.redact import Redactor
 from evalq.workers.sandbox import AgentJob, get_agent_sandbox
-from evalq.workers.sandbox.base import AGENT_DIR, agent_limits
+from evalq.workers.sandbox.base import AGENT_DIR, AGENT_UID, CHECK_DIR, agent_limits
 from evalq.workers.sandbox.paths import install_paths, protected_folders, refuse_exposing
 from evalq.workers.sandbox.probe import probe
 from evalq.workers.secrets import credentials, secret_values
 from evalq.workers.agents.locate import find_executable
 from evalq.workers.agents.numbers import sane_metrics
+from evalq.workers.visible_check.channel import CheckChannel, CheckRecord
 from evalq.plaintext import escaped_name, valid_text
 
 OUTPUT_LIMIT = 64 * 1024 * 1024
@@ -96,6 +97,8 @@ class AgentResult:
     #: usage per model when the agent reports it so (priced model by model)
     usage_by_model: Optional[dict[str, dict[str, Optional[int]]]] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: what the worker saw of the fixture's visible check (None: the fixture declares none)
+    visible_check: Optional[CheckRecord] = None
 
 
 def unreadable(proc: ProcResult, exc: Exception) -> AgentResult:
@@ -262,7 +265,8 @@ class AgentAdapter(ABC):
         recorded beside what the agent reported, and a spent budget stops the agent."""
         box = get_agent_sandbox(ctx.sandbox)
         granted = credentials(self.credential_names(ctx))
-        door = None
+        redactor = Redactor([*secret_values(), *granted.values()])
+        door = checks = None
         with ExitStack() as stack:
             gateway_run = ctx.door
             upstream = self.upstream_url(ctx)
@@ -290,6 +294,7 @@ class AgentAdapter(ABC):
             # the source lies in EVALQ_HOME's cache: allowed, as the scripted agent's overlay
             refuse_exposing([*readonly, *source], protected_folders(home), home,
                             [*self.overlays(ctx), *source])
+            checks = visible_check_channel(ctx, box.sealed, redactor, stack)
             proc = box.run(AgentJob(argv=argv, env=env, workspace=ctx.workspace,
                                     profile_root=ctx.profile.root,
                                     limits=agent_limits(ctx.limits, ctx.budgets,
@@ -297,11 +302,15 @@ class AgentAdapter(ABC):
                                     readonly=readonly, door=gateway_run,
                                     agent_source=ctx.agent_source if box.sealed else None,
                                     stdin=self.stdin(ctx),
+                                    check_folder=checks.folder if checks and box.sealed
+                                    else None,
                                     should_stop=lambda: bool(door and door.run.exhausted)
                                     or ctx.should_stop(),
                                     label=f"{ctx.fixture.id}/{ctx.condition.name}"))
+            record = checks.close() if checks is not None else None
         swapped = reclaim_workspace(ctx.workspace)
         result = self._parsed(ctx, proc)
+        result.visible_check = record
         result.stdout, result.stderr = proc.stdout, proc.stderr
         if swapped is not None:
             log.warning("run %s: the agent left %s in place of its workspace; it is kept "
@@ -326,8 +335,22 @@ class AgentAdapter(ABC):
             result.stop_reason = f"cost limit of ${limit:g} exceeded (${cost:.4f})"
         result.metrics.stop_reason = result.stop_reason
         result.metrics.model_calls = model_calls(result.metrics)
-        return redact_result(result, Redactor([*secret_values(), *granted.values()]),
-                             ctx.workspace)
+        return redact_result(result, redactor, ctx.workspace)
+
+
+def visible_check_channel(ctx: AgentContext, sealed: bool, redactor: Redactor,
+                          stack: ExitStack) -> Optional[CheckChannel]:
+    """The shim and listener of the fixture's visible check, its bin/ put first on the
+    agent's PATH (None when the fixture declares no check); closed with `stack`."""
+    declared = ctx.fixture.spec.visible_check
+    if declared is None:
+        return None
+    channel = CheckChannel(declared.command, ctx.workspace, redactor.tree,
+                           CHECK_DIR if sealed else None, AGENT_UID if sealed else None)
+    stack.callback(channel.close)
+    env = ctx.profile.env
+    env["PATH"] = f"{channel.bin_dir}:{env.get('PATH', '')}"
+    return channel
 
 
 def reclaim_workspace(workspace: Path) -> Optional[str]:
@@ -395,6 +418,8 @@ def redact_result(result: AgentResult, redactor: Redactor, workspace: Path) -> A
     result.metrics = type(result.metrics).model_validate(
         redactor.obj(result.metrics.model_dump()))
     result.extra = redactor.obj(result.extra)
+    if result.visible_check is not None:  # the arguments it was run with are the agent's
+        result.visible_check.first_args = redactor.obj(result.visible_check.first_args)
     if workspace.exists():
         try:
             redactor.tree(workspace)

@@ -31,6 +31,8 @@ RUN_DIR = "/run/evalq"
 PRELUDE_PATH = f"{RUN_DIR}/prelude.py"
 DOOR_PATH = f"{RUN_DIR}/door.sock"
 STDIN_PATH = f"{RUN_DIR}/stdin"
+#: where a sealed agent sees the visible-check shim's folder, read-only (its bin/ leads PATH)
+CHECK_DIR = f"{RUN_DIR}/check"
 #: where a sealed agent sees its condition's agent source, read-only (`{agent_dir}`)
 AGENT_DIR = "/evalq/agent"
 #: the door's port on the sandbox's own loopback (each sandbox has its own network namespace)
@@ -65,6 +67,9 @@ class AgentJob:
     #: network at all
     door: Optional[Any] = None
     stdin: Optional[bytes] = None
+    #: the visible-check shim's folder on the worker (visible_check/channel.py), mounted
+    #: read-only at CHECK_DIR; None: the fixture declares no visible check
+    check_folder: Optional[Path] = None
     should_stop: Optional[Callable[[], bool]] = None
     label: str = ""
 

@@ -37,6 +37,7 @@ from evalq.graders.sandbox.cgroups import sweep_orphans
 from evalq.graders.sandbox.privilege import as_user, can_mount
 from evalq.proc import ProcResult
 from evalq.workers.sandbox.base import AGENT_DIR, AGENT_UID, DOOR_PORT, PRELUDE_PATH
+from evalq.workers.sandbox.base import CHECK_DIR
 from evalq.workers.sandbox.base import PRELUDE_SOURCE
 from evalq.workers.sandbox.base import ETC_FILES as GENERATED
 from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to_agent,
@@ -120,6 +121,8 @@ def bwrap_options(job: AgentJob, as_root: bool | None = None,
     binds += [("--ro-bind", str(path), str(path)) for path in job.readonly]
     if job.agent_source is not None:
         binds.append(("--ro-bind", str(job.agent_source), AGENT_DIR))
+    if job.check_folder is not None:
+        binds.append(("--ro-bind", str(job.check_folder), CHECK_DIR))
     binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
         binds.append(("--bind", str(job.workspace), str(job.workspace)))

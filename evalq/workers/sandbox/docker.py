@@ -21,7 +21,7 @@ from evalq.graders.sandbox.docker import (SANDBOX_UID, DockerSandbox, container_
                                           locked_down)
 from evalq.proc import ProcResult
 from evalq.config import Settings, load_settings
-from evalq.workers.sandbox.base import AGENT_DIR
+from evalq.workers.sandbox.base import AGENT_DIR, CHECK_DIR
 from evalq.workers.sandbox.base import (DOOR_PATH, DOOR_PORT, ETC_FILES, PRELUDE_PATH,
                                         PRELUDE_SOURCE, STDIN_PATH, AgentJob, AgentSandbox,
                                         etc_dir, give_to_agent,
@@ -50,6 +50,8 @@ class DockerAgentSandbox(AgentSandbox):
         volumes = {str(path): {"bind": str(path), "mode": "ro"} for path in job.readonly}
         if job.agent_source is not None:
             volumes[str(job.agent_source)] = {"bind": AGENT_DIR, "mode": "ro"}
+        if job.check_folder is not None:
+            volumes[str(job.check_folder)] = {"bind": CHECK_DIR, "mode": "ro"}
         volumes[str(job.profile_root)] = {"bind": str(job.profile_root), "mode": "rw"}
         if job.profile_root not in job.workspace.parents:
             volumes[str(job.workspace)] = {"bind": str(job.workspace), "mode": "rw"}
