@@ -230,12 +230,40 @@ def check_study_id(value: str, field: str = "STUDY") -> str:
     return value
 
 
+class StageSpec(Strict):
+    """A study whose tasks are another study's final workspaces (study/stage.py): each taken
+    baseline run becomes one task, the declared change is applied in the agent sandbox, then
+    the agent works (or, with agent = false, nothing does) and the hidden checks grade."""
+
+    #: the baseline study's id and its lock digest (`lock_digest` of its study.lock.json)
+    baseline: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
+    baseline_lock: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    #: which baseline runs become tasks: "correct" ones, or "all" with a valid outcome
+    take: Literal["correct", "all"] = "correct"
+    #: only the runs of these baseline conditions (None: every condition)
+    conditions: Optional[list[str]] = Field(None, min_length=1)
+    #: a script (relative to the manifest) run by /bin/sh in the agent sandbox, in the workspace
+    change: Optional[str] = Field(None, min_length=1)
+    baseline_version: str = Field(min_length=1)
+    target_version: str = Field(min_length=1)
+    package: Optional[str] = None
+    #: False: a no-agent stage, which only checks what the change left (retention)
+    agent: bool = True
+    #: the agent's prompt in this stage (None: the baseline task's own prompt)
+    prompt: Optional[str] = Field(None, min_length=1)
+
+
+#: the one condition of a no-agent stage: the scripted agent's noop, which changes nothing
+NO_AGENT_CONDITION = {"name": "no-agent", "agent": "scripted", "settings": {"action": "noop"}}
+
+
 class StudyManifest(Strict):
     """A pre-registered study. Paths are relative to the manifest's directory."""
 
     id: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
-    fixtures: list[str] = Field(min_length=1)
-    conditions: list[Condition] = Field(min_length=1)
+    #: required unless the study is a stage, whose tasks come from its baseline's runs
+    fixtures: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list)
     repetitions: int = Field(3, ge=1, le=1000)
     seed: int = 0
     mode: Literal["controlled", "workflow-lift", "commit-comparison"] = "controlled"
@@ -245,6 +273,34 @@ class StudyManifest(Strict):
     primary_metrics: list[MetricName] = Field(default_factory=lambda: ["tpr"])
     description: Optional[str] = None
     max_attempts: int = Field(3, ge=1, le=20)
+    stage: Optional[StageSpec] = None
+
+    @model_validator(mode="after")
+    def _tasks_and_conditions(self) -> "StudyManifest":
+        """Fixtures xor a stage; conditions, except in a no-agent stage (which gets its one)."""
+        if self.stage is None and not self.fixtures:
+            raise ValueError("fixtures: name at least one fixture (or declare a [stage])")
+        if self.stage is not None and self.fixtures:
+            raise ValueError("fixtures: a stage takes its tasks from its baseline's runs; "
+                             "remove `fixtures`")
+        no_agent = self.stage is not None and not self.stage.agent
+        if no_agent and self.conditions and [(c.name, c.agent, c.settings) for c in
+                                             self.conditions] != [tuple(NO_AGENT_CONDITION.values())]:
+            raise ValueError("conditions: a no-agent stage (agent = false) runs no agent; "
+                             "remove `conditions`")
+        if no_agent:
+            self.conditions = [Condition.model_validate(NO_AGENT_CONDITION)]
+        if not self.conditions:
+            raise ValueError("conditions: name at least one condition")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_stage(self, handler):
+        """Left out when unset, so the digests of studies written before it stay the same."""
+        data = handler(self)
+        if data.get("stage") is None:
+            data.pop("stage", None)
+        return data
 
 
 # ---------------------------------------------------------------- runs

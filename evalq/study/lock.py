@@ -29,7 +29,13 @@ def build_lock(study: Study) -> dict:
         body["skills"] = skill_digests(study.skills)
     if study.sources:  # digest and resolved commit id of each condition's agent source
         body["agent_sources"] = lock_entries(study.sources)
+    if study.stage is not None:  # the baseline study and each task's baseline run, by digest
+        body["stage"] = study.stage
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
+    if study.stage is not None:  # the report's tracks, without deriving the tasks again
+        from evalq.analysis.tracks import labels_from_fixtures
+
+        lock["task_labels"] = labels_from_fixtures(study.fixtures)
     return lock
 
 
@@ -85,7 +91,7 @@ def verify_lock(study: Study) -> dict | None:
     current = build_lock(study)
     if existing.get("lock_digest") == current["lock_digest"]:
         return existing
-    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills")
+    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills", "stage")
                if existing.get(key) != current.get(key)]
     old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]
     changed += [f"fixtures.{k}" for k in sorted(set(old_fx) | set(new_fx))

@@ -192,6 +192,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             condition = _with_installed_skill(store, study_row.lock, condition, profile)
         agent_source = _agent_source(store, study_row.lock, condition, settings)
         materialize(fixture, profile.workspace)
+        change = _stage_change(manifest, fixture, profile, limits, settings)
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
@@ -206,6 +207,8 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         if stop.reason == "lease lost":
             return "lease lost to another worker"
         artifacts, refused = stored_run(store, fixture, profile, result)
+        if change is not None:  # what the stage's change did, beside what the agent did
+            artifacts["change"] = store.put(dumps(change, sort_keys=True).encode())
         if refused is not None:  # what the agent left cannot be stored: its doing
             _send("evalq.record_result", result_payload(
                 ref, **common, agent_finished_at=time.time(), outcome="incorrect",
@@ -254,6 +257,15 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         heartbeat.stop()
         if profile is not None:
             profile.cleanup()
+
+
+def _stage_change(manifest, fixture, profile, limits, settings) -> dict | None:
+    """A stage's change applied in the agent sandbox before the agent (None: no change)."""
+    if manifest.stage is None:
+        return None
+    from evalq.workers.stage_change import apply_change
+
+    return apply_change(fixture, profile, limits, manifest.budgets, settings.agent_sandbox)
 
 
 def _named(fixture, transcript: bytes | None, why: str) -> dict:
