@@ -37,11 +37,13 @@ from evalq.stats.bootstrap import BOOTSTRAP_METHOD, DEFAULT_RESAMPLES, shared_re
 from evalq.analysis.tracks import UNTRACKED, group_by_track, task_labels
 from evalq.criteria.rates import criteria_block, stored_results
 from evalq.report.attempts import VALID, TrialView
+from evalq.report.stages import stages_block
 
-SCHEMA_VERSION = "2.3"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
+SCHEMA_VERSION = "2.4"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
 # 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
 # stderr_last_line in runs; 2.3: criteria, rater_coverage, environment_split and
 # skill_activation per case (skill_commit, miss_runs, false_positive_runs)
+# 2.4: stages (run-to-baseline links and retention per track and condition)
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -295,6 +297,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
         with shared_groupings(), shared_resamples():
             report = _report(study, runs, n_resamples, first_run_at)
             report["criteria"] = _named_criteria(engine, study, runs, n_resamples)
+            report["stages"] = stages_block(study, runs, n_resamples)  # None: no stage
         report["overview"] = overview_block(engine, study, runs)
         report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual
         return report
