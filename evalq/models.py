@@ -7,7 +7,8 @@ import re
 from enum import Enum
 from typing import Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_serializer, model_validator)
 
 from evalq.criteria.spec import CriterionSpec, check_names
 
@@ -261,9 +262,11 @@ class StudyManifest(Strict):
     """A pre-registered study. Paths are relative to the manifest's directory."""
 
     id: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
+    #: before fixtures and conditions, which are checked against it (digests sort keys)
+    stage: Optional[StageSpec] = None
     #: required unless the study is a stage, whose tasks come from its baseline's runs
-    fixtures: list[str] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=list)
+    fixtures: list[str] = Field(default_factory=list, validate_default=True)
+    conditions: list[Condition] = Field(default_factory=list, validate_default=True)
     repetitions: int = Field(3, ge=1, le=1000)
     seed: int = 0
     mode: Literal["controlled", "workflow-lift", "commit-comparison"] = "controlled"
@@ -273,26 +276,32 @@ class StudyManifest(Strict):
     primary_metrics: list[MetricName] = Field(default_factory=lambda: ["tpr"])
     description: Optional[str] = None
     max_attempts: int = Field(3, ge=1, le=20)
-    stage: Optional[StageSpec] = None
+    @field_validator("fixtures")
+    @classmethod
+    def _fixtures_or_stage(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        stage = info.data.get("stage")
+        if stage is None and "stage" in info.data and not value:
+            raise ValueError("name at least one fixture (or declare a [stage])")
+        if stage is not None and value:
+            raise ValueError("a stage takes its tasks from its baseline's runs; remove "
+                             "`fixtures`")
+        return value
 
-    @model_validator(mode="after")
-    def _tasks_and_conditions(self) -> "StudyManifest":
-        """Fixtures xor a stage; conditions, except in a no-agent stage (which gets its one)."""
-        if self.stage is None and not self.fixtures:
-            raise ValueError("fixtures: name at least one fixture (or declare a [stage])")
-        if self.stage is not None and self.fixtures:
-            raise ValueError("fixtures: a stage takes its tasks from its baseline's runs; "
-                             "remove `fixtures`")
-        no_agent = self.stage is not None and not self.stage.agent
-        if no_agent and self.conditions and [(c.name, c.agent, c.settings) for c in
-                                             self.conditions] != [tuple(NO_AGENT_CONDITION.values())]:
-            raise ValueError("conditions: a no-agent stage (agent = false) runs no agent; "
-                             "remove `conditions`")
-        if no_agent:
-            self.conditions = [Condition.model_validate(NO_AGENT_CONDITION)]
-        if not self.conditions:
-            raise ValueError("conditions: name at least one condition")
-        return self
+    @field_validator("conditions")
+    @classmethod
+    def _conditions_or_no_agent(cls, value: list[Condition], info: ValidationInfo
+                                ) -> list[Condition]:
+        """A no-agent stage gets its one condition, which changes nothing."""
+        stage = info.data.get("stage")
+        if stage is not None and not stage.agent:
+            if value and [(c.name, c.agent, c.settings) for c in value] != \
+                    [tuple(NO_AGENT_CONDITION.values())]:
+                raise ValueError("a no-agent stage (agent = false) runs no agent; remove "
+                                 "`conditions`")
+            return [Condition.model_validate(NO_AGENT_CONDITION)]
+        if not value and "stage" in info.data:
+            raise ValueError("name at least one condition")
+        return value
 
     @model_serializer(mode="wrap")
     def _without_unset_stage(self, handler):
