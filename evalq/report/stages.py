@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from evalq.analysis.tracks import UNTRACKED
 from evalq.report.attempts import VALID
 from evalq.stats.bootstrap import bootstrap_ci
 
@@ -43,7 +44,7 @@ def stage_links(stage: dict, runs) -> list[dict[str, Any]]:
             "baseline_attempt": base["baseline_attempt"],
             "baseline_condition": base["baseline_condition"],
             "baseline_outcome": base["baseline_outcome"],
-            "baseline_track": base["baseline_track"],
+            "baseline_track": base["baseline_track"] or UNTRACKED,
             "workspace_digest": base["workspace_digest"],
             "outcome": run.view.outcome, "passes": _passes(run.view.outcome),
             "retention_observation": base["baseline_outcome"] == "correct"})

@@ -20,7 +20,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from evalq.analysis.tracks import UNTRACKED
 from evalq.digest import tree_digest
 from evalq.errors import AgentDataError, EvalqError, UserError
 from evalq.fixtures.archive import unpack_workspace
@@ -28,6 +27,7 @@ from evalq.fixtures.derived import build_derived_fixture, derived_id
 from evalq.fixtures.fixture import Fixture, load_fixture
 from evalq.models import StudyManifest
 from evalq.report.attempts import VALID
+from evalq.urls import masked
 
 #: what `take` selects
 TAKE = {"correct": "the baseline runs whose counted outcome is correct",
@@ -40,18 +40,29 @@ def _refuse(path: Path, field: str, message: str, fix: str) -> UserError:
 
 def _baseline_sources(path: Path, stage):
     """(engine, store, settings) holding the baseline; a refusal when there is no database."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
     from evalq.artifacts import open_store
-    from evalq.cli.common import read_engine
     from evalq.config import load_settings
+    from evalq.results.store import get_engine, init_db
 
     settings = load_settings()
-    try:
-        engine = read_engine(settings)
-    except UserError as exc:
+    url = settings.database_url
+    fix = ("run the baseline study first, with the same EVALQ_HOME or EVALQ_DATABASE_URL")
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
         raise _refuse(path, "baseline", f"the baseline study '{stage.baseline}' cannot be "
-                      f"read: {exc.message}", "run the baseline study first, with the same "
-                      "EVALQ_HOME or EVALQ_DATABASE_URL") from None
-    return engine, open_store(settings.artifacts_url), settings
+                      f"read: no results database at {masked(url)}", fix)
+    try:  # never created by reading: a stage only reads its baseline
+        with get_engine(url).connect() as conn:
+            ready = inspect(conn).has_table("studies")
+    except (OperationalError, InterfaceError) as exc:
+        raise _refuse(path, "baseline", f"the results database {masked(url)} cannot be "
+                      f"opened: {str(exc.orig).strip()[:200]}", fix) from None
+    if not ready:
+        raise _refuse(path, "baseline", f"the results database {masked(url)} holds no evalq "
+                      "tables", fix)
+    return init_db(url), open_store(settings.artifacts_url), settings
 
 
 def _baseline_study(engine, path: Path, stage):
@@ -196,7 +207,7 @@ def derive_stage(manifest: StudyManifest, path: Path) -> tuple[tuple[Fixture, ..
             "baseline_trial": view.trial_id, "baseline_attempt": view.counted.attempt,
             "baseline_condition": view.condition, "baseline_fixture": base.id,
             "baseline_fixture_digest": base.digest, "baseline_outcome": view.outcome,
-            "baseline_track": base.spec.track or UNTRACKED,
+            "baseline_track": base.spec.track,
             "workspace_artifact": ref,
             "workspace_digest": tree_digest(fixture.workspace_dir)}
     section = {"baseline_study": row.id, "baseline_lock": row.lock_digest,
