@@ -196,8 +196,12 @@ def derive_stage(manifest: StudyManifest, path: Path) -> tuple[tuple[Fixture, ..
         if stage.prompt:
             updates["prompt"] = stage.prompt
         try:
-            fixture = build_derived_fixture(base, archive, scratch / "tasks" / new_id,
-                                            new_id=new_id, updates=updates, change=change)
+            fixture = build_derived_fixture(
+                base, archive, scratch / "tasks" / new_id, new_id=new_id, updates=updates,
+                change=change, origin={"baseline_study": row.id, "baseline_lock": row.lock_digest,
+                                       "baseline_trial": view.trial_id,
+                                       "baseline_attempt": view.counted.attempt,
+                                       "workspace_artifact": ref})
         except (AgentDataError, UserError) as exc:
             raise _refuse(path, "take", f"baseline run {view.trial_id} cannot start a task: "
                           f"{getattr(exc, 'message', str(exc))}",

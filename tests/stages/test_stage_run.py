@@ -22,12 +22,13 @@ from evalq.fixtures.archive import unpack_workspace  # noqa: E402
 from evalq.stats.bootstrap import bootstrap_ci  # noqa: E402
 
 #: a baseline agent that leaves links out of its workspace and a hook for the change to run,
-#: which writes to a host path (it must not reach it) and to the workspace (it may)
+#: which writes to a host path (it must not reach it) and to the workspace (it may), and more
+#: files than an authored fixture may hold (a stored workspace has the archive's limits)
 HOSTILE = '''
 [[conditions]]
 name = "hostile"
 agent = "command"
-settings = {{ argv = ["sh", "-c", "ln -s /etc/passwd leak; ln -s / escape; printf 'echo pwned > {marker}; touch hook-ran-inside' > bump-hook.sh"] }}
+settings = {{ argv = ["sh", "-c", "ln -s /etc/passwd leak; ln -s / escape; printf 'echo pwned > {marker}; touch hook-ran-inside' > bump-hook.sh; mkdir many; for i in $(seq 100); do echo $i > many/f$i; done"] }}
 '''
 
 
@@ -132,6 +133,7 @@ def test_no_agent_retention_stage(baseline, tmp_path):
         assert not (final / "leak").exists() and not (final / "escape").exists()
         assert not any(p.is_symlink() for p in final.rglob("*"))
         assert (final / "requirements.txt").read_text() == "praxo-core==0.3.2\n"
+        assert len(list((final / "many").iterdir())) == 100
         change = json.loads(store.get(refs["change"]))
         assert change["exit_code"] == 0 and change["sandbox"] == "bwrap"
 
