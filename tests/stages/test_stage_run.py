@@ -229,3 +229,25 @@ def test_a_baseline_run_without_its_workspace_is_refused(baseline, tmp_path):
                         body='conditions = ["good"]\nagent = false\n')
     line = _refused(run_study(stage, home), stage, home, "stage.take")
     assert other in line and "no stored final workspace" in line
+
+
+def test_the_change_runs_in_the_docker_agent_sandbox_too(baseline, tmp_path):
+    home = baseline["home"]
+    stage = write_stage(tmp_path / "docker", study_id="keep-docker", baseline="base",
+                        baseline_lock=baseline["lock"],
+                        body='take = "all"\nconditions = ["hostile"]\nagent = false\n')
+    proc = run_cli(["run", str(stage)], {"EVALQ_HOME": str(home),
+                                          "EVALQ_AGENT_SANDBOX": "docker"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    store = ArtifactStore(home / "artifacts")
+    rows = _db(home).execute("select trial_id, artifacts from attempts "
+                             "where study_id = 'keep-docker'").fetchall()
+    assert len(rows) == 2
+    for trial_id, artifacts in rows:
+        refs = json.loads(artifacts)
+        change = json.loads(store.get(refs["change"]))
+        assert change["sandbox"] == "docker" and change["exit_code"] == 0, change
+        final = tmp_path / "final" / trial_id.replace("/", "_")
+        unpack_workspace(store.get(refs["workspace"]), final)
+        assert (final / "hook-ran-inside").is_file()
+    assert not baseline["marker"].exists(), "the change ran a workspace hook on the host"
