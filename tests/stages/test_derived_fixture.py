@@ -64,3 +64,28 @@ def test_only_the_derived_parts_are_exempt_from_the_fixture_limits(tmp_path):
         (derived.path / "hidden" / f"pad{i}.txt").write_text("x\n")
     with pytest.raises(UserError, match="over the limit of 64"):  # the authored parts keep it
         check_contract(derived.path)
+
+
+def test_a_derived_spec_reads_back_as_written(tmp_path):
+    """fixture.toml of a derived task is written by evalq: every shipped fixture's spec, with
+    named criteria and a prompt that needs escapes, reads back equal."""
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    from conftest import FIXTURES
+    from evalq.fixtures.derived import spec_toml
+    from evalq.fixtures.fixture import read_spec
+    from evalq.models import FixtureSpec
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "criteria"))
+    from criteria_study import CRITERIA
+
+    specs = [read_spec(p.parent) for p in sorted(FIXTURES.glob("*/fixture.toml"))]
+    assert len(specs) >= 5
+    for spec in specs:
+        for extra in ({}, {"criteria": tomllib.loads(CRITERIA)["criteria"],
+                           "prompt": 'say "hi"\n\tthen \\ é'}):
+            written = FixtureSpec.model_validate(dict(spec.model_dump(mode="json"), **extra))
+            text = spec_toml(written.model_dump(mode="json"))
+            assert FixtureSpec.model_validate(tomllib.loads(text)) == written

@@ -251,3 +251,28 @@ def test_the_change_runs_in_the_docker_agent_sandbox_too(baseline, tmp_path):
         unpack_workspace(store.get(refs["workspace"]), final)
         assert (final / "hook-ran-inside").is_file()
     assert not baseline["marker"].exists(), "the change ran a workspace hook on the host"
+
+
+def test_a_baseline_run_without_a_valid_outcome_is_refused_when_all_are_taken(baseline,
+                                                                              tmp_path):
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(baseline["home"] / "artifacts", home / "artifacts")
+    db = _db(home)
+    with sqlite3.connect(baseline["home"] / "evalq.db") as source:
+        source.backup(db)
+    trial = "base/py-slugify-bugfix/bad/r1"
+    db.execute("update attempts set outcome = 'infrastructure_failure' where trial_id = ?",
+               (trial,))
+    db.commit()
+    stage = write_stage(tmp_path / "open", study_id="s2", baseline="base",
+                        baseline_lock=baseline["lock"],
+                        body='take = "all"\nconditions = ["bad"]\nagent = false\n')
+    line = _refused(run_study(stage, home), stage, home, "stage.take")
+    assert trial in line and "no valid counted outcome" in line
+    # taking the correct runs only leaves it out, and the stage is valid
+    stage = write_stage(tmp_path / "correct", study_id="s2", baseline="base",
+                        baseline_lock=baseline["lock"], body='agent = false\n')
+    proc = run_cli(["study", "validate", str(stage)], {"EVALQ_HOME": str(home)})
+    assert proc.returncode == 0 and "2 fixtures × 1 conditions" in proc.stdout, proc.stderr
