@@ -276,6 +276,7 @@ class StudyManifest(Strict):
     primary_metrics: list[MetricName] = Field(default_factory=lambda: ["tpr"])
     description: Optional[str] = None
     max_attempts: int = Field(3, ge=1, le=20)
+
     @field_validator("fixtures")
     @classmethod
     def _fixtures_or_stage(cls, value: list[str], info: ValidationInfo) -> list[str]:
