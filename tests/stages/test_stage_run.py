@@ -54,6 +54,18 @@ def _db(home: Path):
     return sqlite3.connect(home / "evalq.db")
 
 
+def _baseline_copy(baseline, tmp_path: Path):
+    """(home, open database) of a copy of the baseline's home a test may damage."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(baseline["home"] / "artifacts", home / "artifacts")
+    db = _db(home)
+    with sqlite3.connect(baseline["home"] / "evalq.db") as source:
+        source.backup(db)  # a consistent copy, whatever the WAL holds
+    return home, db
+
+
 def _baseline_outcomes(home: Path) -> dict[str, str]:
     rows = _db(home).execute("select trial_id, outcome from attempts where study_id = 'base'")
     return dict(rows.fetchall())
@@ -173,6 +185,14 @@ def _refused(proc, stage: Path, home: Path, field: str) -> str:
     return lines[0]
 
 
+def _refused_run(baseline, folder: Path, home: Path, body: str, trial: str, words: str):
+    """A stage over a damaged baseline is refused at `stage.take`, naming the run."""
+    stage = write_stage(folder, study_id="s2", baseline="base",
+                        baseline_lock=baseline["lock"], body=body)
+    line = _refused(run_study(stage, home), stage, home, "stage.take")
+    assert trial in line and words in line, line
+
+
 def test_refusals_name_the_file_and_field(baseline, tmp_path):
     home, lock = baseline["home"], baseline["lock"]
     cases = [
@@ -200,23 +220,14 @@ def test_refusals_name_the_file_and_field(baseline, tmp_path):
 def test_a_baseline_run_without_its_workspace_is_refused(baseline, tmp_path):
     """A copy of the baseline's home where one run's workspace is gone from the store and
     another's reference is gone from its attempt: each is refused by name."""
-    import shutil
-
-    home = tmp_path / "home"
-    shutil.copytree(baseline["home"] / "artifacts", home / "artifacts")
-    db = _db(home)
-    with sqlite3.connect(baseline["home"] / "evalq.db") as source:
-        source.backup(db)  # a consistent copy, whatever the WAL holds
+    home, db = _baseline_copy(baseline, tmp_path)
     trial = "base/py-slugify-bugfix/good/r1"
     refs = json.loads(db.execute("select artifacts from attempts where trial_id = ?",
                                  (trial,)).fetchone()[0])
     blob = ArtifactStore(home / "artifacts")._path(refs["workspace"])
     kept = blob.read_bytes()
     blob.unlink()
-    stage = write_stage(tmp_path / "lost", study_id="s2", baseline="base",
-                        baseline_lock=baseline["lock"], body="agent = false\n")
-    line = _refused(run_study(stage, home), stage, home, "stage.take")
-    assert trial in line and "cannot be read" in line
+    _refused_run(baseline, tmp_path / "lost", home, "agent = false\n", trial, "cannot be read")
     blob.write_bytes(kept)
     other = "base/py-inventory-feature/good/r1"
     refs = json.loads(db.execute("select artifacts from attempts where trial_id = ?",
@@ -224,11 +235,8 @@ def test_a_baseline_run_without_its_workspace_is_refused(baseline, tmp_path):
     refs.pop("workspace")
     db.execute("update attempts set artifacts = ? where trial_id = ?", (json.dumps(refs), other))
     db.commit()
-    stage = write_stage(tmp_path / "none", study_id="s2", baseline="base",
-                        baseline_lock=baseline["lock"],
-                        body='conditions = ["good"]\nagent = false\n')
-    line = _refused(run_study(stage, home), stage, home, "stage.take")
-    assert other in line and "no stored final workspace" in line
+    _refused_run(baseline, tmp_path / "none", home, 'conditions = ["good"]\nagent = false\n',
+                 other, "no stored final workspace")
 
 
 def test_the_change_runs_in_the_docker_agent_sandbox_too(baseline, tmp_path):
@@ -255,22 +263,14 @@ def test_the_change_runs_in_the_docker_agent_sandbox_too(baseline, tmp_path):
 
 def test_a_baseline_run_without_a_valid_outcome_is_refused_when_all_are_taken(baseline,
                                                                               tmp_path):
-    import shutil
-
-    home = tmp_path / "home"
-    shutil.copytree(baseline["home"] / "artifacts", home / "artifacts")
-    db = _db(home)
-    with sqlite3.connect(baseline["home"] / "evalq.db") as source:
-        source.backup(db)
+    home, db = _baseline_copy(baseline, tmp_path)
     trial = "base/py-slugify-bugfix/bad/r1"
     db.execute("update attempts set outcome = 'infrastructure_failure' where trial_id = ?",
                (trial,))
     db.commit()
-    stage = write_stage(tmp_path / "open", study_id="s2", baseline="base",
-                        baseline_lock=baseline["lock"],
-                        body='take = "all"\nconditions = ["bad"]\nagent = false\n')
-    line = _refused(run_study(stage, home), stage, home, "stage.take")
-    assert trial in line and "no valid counted outcome" in line
+    _refused_run(baseline, tmp_path / "open", home,
+                 'take = "all"\nconditions = ["bad"]\nagent = false\n', trial,
+                 "no valid counted outcome")
     # taking the correct runs only leaves it out, and the stage is valid
     stage = write_stage(tmp_path / "correct", study_id="s2", baseline="base",
                         baseline_lock=baseline["lock"], body='agent = false\n')
