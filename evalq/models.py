@@ -7,7 +7,8 @@ import re
 from enum import Enum
 from typing import Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_serializer, model_validator)
 
 from evalq.criteria.spec import CriterionSpec, check_names
 
@@ -259,12 +260,42 @@ def check_study_id(value: str, field: str = "STUDY") -> str:
     return value
 
 
+class StageSpec(Strict):
+    """A study whose tasks are another study's final workspaces (study/stage.py): each taken
+    baseline run becomes one task, the declared change is applied in the agent sandbox, then
+    the agent works (or, with agent = false, nothing does) and the hidden checks grade."""
+
+    #: the baseline study's id and its lock digest (`lock_digest` of its study.lock.json)
+    baseline: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
+    baseline_lock: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    #: which baseline runs become tasks: "correct" ones, or "all" with a valid outcome
+    take: Literal["correct", "all"] = "correct"
+    #: only the runs of these baseline conditions (None: every condition)
+    conditions: Optional[list[str]] = Field(None, min_length=1)
+    #: a script (relative to the manifest) run by /bin/sh in the agent sandbox, in the workspace
+    change: Optional[str] = Field(None, min_length=1)
+    baseline_version: str = Field(min_length=1)
+    target_version: str = Field(min_length=1)
+    package: Optional[str] = None
+    #: False: a no-agent stage, which only checks what the change left (retention)
+    agent: bool = True
+    #: the agent's prompt in this stage (None: the baseline task's own prompt)
+    prompt: Optional[str] = Field(None, min_length=1)
+
+
+#: the one condition of a no-agent stage: the scripted agent's noop, which changes nothing
+NO_AGENT_CONDITION = {"name": "no-agent", "agent": "scripted", "settings": {"action": "noop"}}
+
+
 class StudyManifest(Strict):
     """A pre-registered study. Paths are relative to the manifest's directory."""
 
     id: str = Field(pattern=STUDY_ID_PATTERN, max_length=200)
-    fixtures: list[str] = Field(min_length=1)
-    conditions: list[Condition] = Field(min_length=1)
+    #: before fixtures and conditions, which are checked against it (digests sort keys)
+    stage: Optional[StageSpec] = None
+    #: required unless the study is a stage, whose tasks come from its baseline's runs
+    fixtures: list[str] = Field(default_factory=list, validate_default=True)
+    conditions: list[Condition] = Field(default_factory=list, validate_default=True)
     repetitions: int = Field(3, ge=1, le=1000)
     seed: int = 0
     mode: Literal["controlled", "workflow-lift", "commit-comparison"] = "controlled"
@@ -274,6 +305,41 @@ class StudyManifest(Strict):
     primary_metrics: list[MetricName] = Field(default_factory=lambda: ["tpr"])
     description: Optional[str] = None
     max_attempts: int = Field(3, ge=1, le=20)
+
+    @field_validator("fixtures")
+    @classmethod
+    def _fixtures_or_stage(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        stage = info.data.get("stage")
+        if stage is None and "stage" in info.data and not value:
+            raise ValueError("name at least one fixture (or declare a [stage])")
+        if stage is not None and value:
+            raise ValueError("a stage takes its tasks from its baseline's runs; remove "
+                             "`fixtures`")
+        return value
+
+    @field_validator("conditions")
+    @classmethod
+    def _conditions_or_no_agent(cls, value: list[Condition], info: ValidationInfo
+                                ) -> list[Condition]:
+        """A no-agent stage gets its one condition, which changes nothing."""
+        stage = info.data.get("stage")
+        if stage is not None and not stage.agent:
+            if value and [(c.name, c.agent, c.settings) for c in value] != \
+                    [tuple(NO_AGENT_CONDITION.values())]:
+                raise ValueError("a no-agent stage (agent = false) runs no agent; remove "
+                                 "`conditions`")
+            return [Condition.model_validate(NO_AGENT_CONDITION)]
+        if not value and "stage" in info.data:
+            raise ValueError("name at least one condition")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unset_stage(self, handler):
+        """Left out when unset, so the digests of studies written before it stay the same."""
+        data = handler(self)
+        if data.get("stage") is None:
+            data.pop("stage", None)
+        return data
 
 
 # ---------------------------------------------------------------- runs

@@ -39,13 +39,15 @@ from evalq.analysis.tracks import UNTRACKED, group_by_track, split_results, task
 from evalq.criteria.rates import criteria_block, stored_results
 from evalq.report.session_checks import session_block, stored_sessions
 from evalq.report.attempts import VALID, TrialView
+from evalq.report.stages import stages_block
 
 SCHEMA_VERSION = "2.4"  # 2.1: power_plan, model_pinning, usage_source and agent_* in runs;
 # 2.2: agent_errors, overview and wall_time; exit_code, model_calls, agent_error and
 # stderr_last_line in runs; 2.3: criteria, rater_coverage, environment_split and
 # skill_activation per case (skill_commit, miss_runs, false_positive_runs); 2.4: evidence
-# (a task manifest's evidence record), each track's by_split, and session_first_check
-# (first visible check vs eventual result, repair cost)
+# (a task manifest's evidence record), each track's by_split, session_first_check (first
+# visible check vs eventual result, repair cost) and stages (run-to-baseline links and
+# retention per track and condition)
 COMMIT_COMPARISON = "commit-comparison"
 
 
@@ -301,6 +303,7 @@ def compute_report(engine, study_id: str, *, n_resamples: int = DEFAULT_RESAMPLE
             report["criteria"] = _named_criteria(engine, study, runs, n_resamples)
             report["session_first_check"] = _session_first_check(engine, study, runs,
                                                                  n_resamples)
+            report["stages"] = stages_block(study, runs, n_resamples)  # None: no stage
         report["overview"] = overview_block(engine, study, runs)
         report["evidence"] = evidence_block(engine, study, runs)  # None without a task manifest
         report["wall_time"] = wall_time_check(engine, study_id, study.lock)  # forecast vs actual

@@ -15,6 +15,7 @@ from evalq.report.activation_lines import activation_lines
 from evalq.report.agent_error_lines import agent_error_lines
 from evalq.report.criteria_lines import criteria_lines
 from evalq.report.session_lines import session_lines
+from evalq.report.stage_lines import stage_lines
 from evalq.report.integrity import integrity_lines
 from evalq.analysis.condition_metrics import LABELS, METRICS, label
 from evalq.analysis.pinned import describe
@@ -409,7 +410,7 @@ def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,
              + _metrics(report) + _comparisons(report) + split_lines(report) + _grid(report)
              + _cost(report) + activation_lines(report)
              + _reliability(report) + _tracks(report) + criteria_lines(report)
-             + evidence_lines(report) + session_lines(report)
+             + stage_lines(report) + evidence_lines(report) + session_lines(report)
              + integrity_lines(report.get("grading_integrity")) + _runs(report, links, full_rows)
              + _provenance(report))
     return "\n".join(lines)

@@ -33,7 +33,13 @@ def build_lock(study: Study) -> dict:
     if study.adoption is not None:  # the task manifest's digest, pins and tasks; its labels
         body["adoption"] = lock_section(study.adoption, study.manifest)
         body["task_labels"] = task_labels(study.adoption, study.fixtures)
+    if study.stage is not None:  # the baseline study and each task's baseline run, by digest
+        body["stage"] = study.stage
     lock = dict(body, lock_digest=data_digest(body), evalq_version=__version__)
+    if study.stage is not None:  # the report's tracks, without deriving the tasks again
+        from evalq.analysis.tracks import labels_from_fixtures
+
+        lock["task_labels"] = labels_from_fixtures(study.fixtures)
     return lock
 
 
@@ -89,7 +95,7 @@ def verify_lock(study: Study) -> dict | None:
     current = build_lock(study)
     if existing.get("lock_digest") == current["lock_digest"]:
         return existing
-    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills")
+    changed = [key for key in ("manifest_digest", "seed", "repetitions", "skills", "stage")
                if existing.get(key) != current.get(key)]
     changed += _changed_adoption(existing.get("adoption") or {}, current.get("adoption") or {})
     old_fx, new_fx = existing.get("fixtures", {}), current["fixtures"]

@@ -32,6 +32,7 @@ class Study:
     skills: dict = field(default_factory=dict)  # condition name -> skill directory
     sources: dict = field(default_factory=dict)  # condition name -> its agent source (SourceSpec)
     adoption: Optional[Adoption] = None  # the adoption-baseline task manifest it runs, if any
+    stage: dict | None = None  # a stage's links to its baseline runs (the lock's `stage`)
 
     @property
     def id(self) -> str:
@@ -141,6 +142,12 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
     _check_references(manifest, path)
     fixtures: list[Fixture] = []
     seen: dict[str, Path] = {}
+    stage = None
+    if manifest.stage is not None:  # tasks from the baseline's runs (reads its database)
+        from evalq.study.stage import derive_stage
+
+        derived, stage = derive_stage(manifest, path)
+        fixtures.extend(derived)
     for index, entry in enumerate(manifest.fixtures):
         for folder in _fixture_dirs(entry, path.parent, path, index):
             fixture = load_fixture(folder, verify=verify_fixtures)
@@ -159,4 +166,4 @@ def load_manifest(path: str | Path, verify_fixtures: bool = True) -> Study:
     sources = {c.name: resolve_source(c.source, path, i, c.name)
                for i, c in enumerate(manifest.conditions) if c.source is not None}
     return Study(path=path, manifest=manifest, fixtures=tuple(fixtures), skills=skills,
-                 sources=sources, adoption=adoption)
+                 sources=sources, adoption=adoption, stage=stage)

@@ -194,6 +194,7 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
             condition = _with_installed_skill(store, study_row.lock, condition, profile)
         agent_source = _agent_source(store, study_row.lock, condition, settings)
         materialize(fixture, profile.workspace)
+        change = _stage_change(manifest, fixture, profile, limits, settings)
         stop = _StopPoll(engine, ref["study_id"], heartbeat)
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
@@ -212,6 +213,8 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         checks = session_checks(result, finished)
         if checks is not None:
             common["session_checks"] = checks
+        if change is not None:  # what the stage's change did, beside what the agent did
+            artifacts["change"] = store.put(dumps(change, sort_keys=True).encode())
         if refused is not None:  # what the agent left cannot be stored: its doing
             _send("evalq.record_result", result_payload(
                 ref, **common, agent_finished_at=finished, outcome="incorrect",
@@ -274,6 +277,13 @@ def session_checks(result, finished: float) -> dict | None:
         return None
     return dict(record.as_json(), repair_cost=repair_cost(
         record, finished, result.transcript, result.extra.get("wire_records")))
+def _stage_change(manifest, fixture, profile, limits, settings) -> dict | None:
+    """A stage's change applied in the agent sandbox before the agent (None: no change)."""
+    if manifest.stage is None:
+        return None
+    from evalq.workers.stage_change import apply_change
+
+    return apply_change(fixture, profile, limits, manifest.budgets, settings.agent_sandbox)
 
 
 def _named(fixture, transcript: bytes | None, why: str) -> dict:
