@@ -7,9 +7,9 @@ another shape is shown as text. Nearly everything in it is the agent's output an
 all of it is escaped, the page loads nothing and runs no script (same CSP as the report).
 
 Pages come with the report for a study of up to PAGES_BY_DEFAULT runs; a larger one gets
-them on demand (`evalq report STUDY --transcripts`), since writing a file per run would take
-several times as long as the report itself (bench/ report: 120,000 pages took 20 s against a
-4 s report). Either way they are written one run at a time, read from the database in
+them on demand (`evalq report STUDY --transcripts`), since writing a file per run takes
+several times as long as the report itself (bench/ report: 120,000 pages took 54 s where
+computing that report took 7). Either way they are written one run at a time, read from the database in
 batches, so no study is held in memory for them; transcripts.html lists every page.
 """
 
