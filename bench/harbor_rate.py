@@ -181,6 +181,23 @@ def evalq_batch(workdir: Path, sandbox: str, n: int) -> dict:
             "trials_per_second": result["trials_per_second"]}
 
 
+def _alternated(venv: Path, env: dict, task: Path, workdir: Path, n: int, rounds: int,
+                version: str, log) -> dict[str, list[dict]]:
+    """Batches of evalq in Docker, Harbor and evalq in bubblewrap, in turn, after a warm-up."""
+    log(f"Harbor {version} and evalq in Docker: a short batch each to warm up (images, page "
+        "cache), not counted")
+    harbor_batch(venv, env, task, workdir / "jobs", "warm", 1)
+    evalq_batch(workdir / "docker-warm", "docker", 2)
+    batches: dict[str, list[dict]] = {"harbor": [], "docker": [], "bwrap": []}
+    for i in range(rounds):
+        for who in ("docker", "harbor", "bwrap"):  # alternated, so load moves all three
+            log(f"round {i + 1}/{rounds}: {n} no-op trials, {who}")
+            batches[who].append(
+                harbor_batch(venv, env, task, workdir / "jobs", f"r{i}", n) if who == "harbor"
+                else evalq_batch(workdir / f"{who}-r{i}", who, n))
+    return batches
+
+
 def unavailable(reason: str) -> tuple[list[Figure], dict]:
     note = f"Harbor not available: {reason}"
     return [Figure(f"evalq trial rate against Harbor 0.25's ({s}; Harbor in Docker)", None,
@@ -203,17 +220,10 @@ def run(workdir: Path, n: int, rounds: int, log) -> tuple[list[Figure], dict]:
         log(f"Harbor not available: {exc}")
         return unavailable(str(exc))
     version = _harbor_version(venv)
-    log(f"Harbor {version} and evalq in Docker: a short batch each to warm up (images, page "
-        "cache), not counted")
-    harbor_batch(venv, env, task, workdir / "jobs", "warm", 1)
-    evalq_batch(workdir / "docker-warm", "docker", 2)
-    batches: dict[str, list[dict]] = {"harbor": [], "docker": [], "bwrap": []}
-    for i in range(rounds):
-        for who in ("docker", "harbor", "bwrap"):  # alternated, so load moves all three
-            log(f"round {i + 1}/{rounds}: {n} no-op trials, {who}")
-            batches[who].append(
-                harbor_batch(venv, env, task, workdir / "jobs", f"r{i}", n) if who == "harbor"
-                else evalq_batch(workdir / f"{who}-r{i}", who, n))
+    try:
+        batches = _alternated(venv, env, task, workdir, n, rounds, version, log)
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", TASK_IMAGE], capture_output=True)
 
     def rate(who: str) -> float:
         return sum(b["trials"] for b in batches[who]) / sum(b["seconds"] for b in batches[who])
