@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,gateway_load,import,ticks,grading,inflight,results,harbor]`: measure, print, write JSON.
+"""`python -m bench [--quick] [--only overhead,agentbox,scale,report,stats,gateway,gateway_load,import,ticks,grading,inflight,results,harbor,harbor_rate]`: measure, print, write JSON.
 
 Every section starts what it needs (its own redis-server on a free port, a fresh database) and
 removes it afterwards. Results go to bench/results/<section>.json and bench/results/summary.json.
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 SECTIONS = ("overhead", "agentbox", "scale", "report", "stats", "gateway", "gateway_load",
-            "import", "ticks", "grading", "inflight", "results", "harbor")
+            "import", "ticks", "grading", "inflight", "results", "harbor", "harbor_rate")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -44,12 +44,12 @@ def sizes(quick: bool, trials: int | None) -> dict:
                 "report_shapes": [(200, 3), (50, 8)], "stat_tasks": 100, "resamples": 1_000,
                 "gateway_requests": 50, "agentbox": 5,
                 "import_tasks": 50, "import_runs": 10,
-                "gradings": 3, "harbor": 3, "inflight": 20, "inflight_sleep": 15, "results": 2_000,
+                "gradings": 3, "harbor": 3, "harbor_rate": (2, 1), "inflight": 20, "inflight_sleep": 15, "results": 2_000,
                 "gateway_load": (20, 10, 3, 1.0)}
     return {"trials": trials or 500, "concurrency": [1, 2], "raw": 100, "plan": 100_000,
             "report_shapes": [(20_000, 3), (1_000, 50)], "stat_tasks": 1_000, "resamples": 10_000,
             "gateway_requests": 300, "agentbox": 40, "import_tasks": 1_000, "import_runs": 50,
-            "gradings": 15, "harbor": 10, "inflight": 500, "inflight_sleep": 60, "results": 10_000,
+            "gradings": 15, "harbor": 10, "harbor_rate": (6, 2), "inflight": 500, "inflight_sleep": 60, "results": 10_000,
             "gateway_load": (400, 200, 10, 5.0)}  # trials, at once, calls each, s before each
 
 
@@ -156,6 +156,10 @@ def run_section(section, args, size, workdir, broker, stack, log):
 
         sandboxes = ["bwrap"] + (["docker"] if docker_ready()[0] else [])
         return grading_bench.run(workdir / "grading", size["gradings"], sandboxes, log)
+    if section == "harbor_rate":  # no-op trials per batch, rounds; Harbor or why not
+        from . import harbor_rate
+
+        return harbor_rate.run(workdir / "harbor_rate", *size["harbor_rate"], log)
     if section == "harbor":
         from . import harbor_bench
         from .overhead import docker_ready

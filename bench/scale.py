@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evalq.report.transcripts import PAGES_BY_DEFAULT
+
 from .figures import Figure, ratio
 from .overhead import FIXTURE
 from .services import child_env
@@ -156,8 +158,11 @@ def _report_shape(workdir: Path, database: str, tasks: int, reps: int, log
     log(f"floor: the same rows by one SQL query into numpy ({shape})")
     floor = _child(["floor-read", study], env)
     traced = _child(["report", study, str(workdir / study / "traced"), "--traced"], env)
+    log(f"evalq report --transcripts: a page per run, on demand ({shape})")
+    pages = _child(["report", study, str(workdir / study / "pages"), "--command",
+                    "--transcripts"], env)
     data = {"tasks": tasks, "conditions": 2, "k": reps, "seeded": seeded, "report": plain,
-            "command": command, "traced": traced, "floor": floor}
+            "command": command, "traced": traced, "floor": floor, "transcripts": pages}
     reference = f"{floor['rows']:,} rows by one SQL query into numpy ({floor['seconds']:.2f} s)"
     return [Figure(f"full report over {plain['attempts']:,} attempts ({shape})",
                    plain["seconds"], "s", target=REPORT_TARGET_S,
@@ -171,13 +176,21 @@ def _report_shape(workdir: Path, database: str, tasks: int, reps: int, log
                    note=f"Python objects at peak (tracemalloc) "
                         f"{traced['tracemalloc_peak_mib']:.0f} MiB; the floor's RSS "
                         f"{floor['peak_rss_mib']:.0f} MiB"),
-            Figure(f"`evalq report` (json, md, html and a transcript page per run) against "
+            Figure(f"`evalq report` (json, md, html; transcript pages by default up to "
+                   f"{PAGES_BY_DEFAULT:,} runs, here {command['transcript_pages']:,}) against "
                    f"the floor ({shape})", command["seconds"], "s", target=REPORT_FLOOR_RATIO,
                    ratio=ratio(command["seconds"], floor["seconds"]), reference=reference,
                    note=f"compute {command['compute_seconds']:.2f} s + files "
                         f"{command['render_and_write_seconds']:.2f} s"),
             Figure(f"`evalq report` peak memory, process RSS ({shape})",
-                   command["peak_rss_mib"], "MiB", target=REPORT_TARGET_MIB)], data
+                   command["peak_rss_mib"], "MiB", target=REPORT_TARGET_MIB),
+            Figure(f"`evalq report --transcripts` ({pages['transcript_pages']:,} pages, on "
+                   f"demand) against the floor ({shape})", pages["seconds"], "s",
+                   ratio=ratio(pages["seconds"], floor["seconds"]), reference=reference,
+                   note=f"not a target: compute {pages['compute_seconds']:.2f} s + files "
+                        f"{pages['render_and_write_seconds']:.2f} s; peak RSS "
+                        f"{pages['peak_rss_mib']:.0f} MiB (pages are written one run at a "
+                        f"time, read in batches)")], data
 
 
 def run_report(workdir: Path, database: str, shapes: list[tuple[int, int]], log

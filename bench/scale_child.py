@@ -3,7 +3,7 @@
     python -m bench.scale_child plan   STUDY_TOML            (EVALQ_* settings in the environment)
     python -m bench.scale_child plan-no-rows STUDY_TOML  (the same, writing no row)
     python -m bench.scale_child seed   STUDY_ID TASKS REPS   (inserts trials + attempts directly)
-    python -m bench.scale_child report STUDY_ID OUT_DIR [--traced] [--command]
+    python -m bench.scale_child report STUDY_ID OUT_DIR [--traced] [--command [--transcripts]]
     python -m bench.scale_child floor-push           (the launch's own messages pushed again)
     python -m bench.scale_child floor-copy STUDY_ID  (the launch's rows COPied, then undone)
     python -m bench.scale_child floor-read STUDY_ID  (the report's rows, one query, into numpy)
@@ -123,10 +123,12 @@ def seed(study_id: str, tasks: int, reps: int) -> dict:
     return {"attempts": len(attempts), "seconds": time.perf_counter() - started}
 
 
-def report(study_id: str, out_dir: str, traced: bool, command: bool = False) -> dict:
+def report(study_id: str, out_dir: str, traced: bool, command: bool = False,
+           transcripts: bool | None = None) -> dict:
     """compute_report + JSON and Markdown files; `traced` adds tracemalloc (slower, for its
     peak); `command` does what `evalq report STUDY --out OUT_DIR` does instead: the three
-    formats (HTML too) and a transcript page per run."""
+    formats (HTML too) and the transcript pages it writes by default (`transcripts` True:
+    what `--transcripts` adds, a page per run)."""
     from evalq.config import load_settings
     from evalq.report.compute import compute_report
     from evalq.report.write import write_reports
@@ -142,14 +144,17 @@ def report(study_id: str, out_dir: str, traced: bool, command: bool = False) -> 
     if command:
         from evalq.cli.run_cmd import write_study_report
 
-        paths = write_study_report(engine, settings, study_id, Path(out_dir), report=computed)
+        paths = write_study_report(engine, settings, study_id, Path(out_dir), report=computed,
+                                   transcripts=transcripts)
     else:
         paths = write_reports(computed, Path(out_dir), ("json", "md"))
     finished = time.perf_counter()
     result = {"attempts": computed["trials"]["finished"], "seconds": finished - started,
               "compute_seconds": computed_at - started,
               "render_and_write_seconds": finished - computed_at,
-              "peak_rss_mib": _peak_rss_mib(), "files": {k: str(v) for k, v in paths.items()}}
+              "peak_rss_mib": _peak_rss_mib(), "files": {k: str(v) for k, v in paths.items()},
+              "transcript_pages": sum(1 for _ in (Path(out_dir) / "transcripts").glob("*.html"))
+              if (Path(out_dir) / "transcripts").is_dir() else 0}
     if traced:
         result["tracemalloc_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
@@ -293,7 +298,8 @@ def main(argv: list[str]) -> None:
     elif command == "seed":
         result = seed(args[0], int(args[1]), int(args[2]))
     elif command == "report":
-        result = report(args[0], args[1], "--traced" in args, "--command" in args)
+        result = report(args[0], args[1], "--traced" in args, "--command" in args,
+                        True if "--transcripts" in args else None)
     elif command == "floor-push":
         result = floor_push()
     elif command == "floor-copy":

@@ -12,18 +12,20 @@ from evalq.errors import UserError
 from evalq.urls import masked
 from evalq.ops.failures import common_reasons, failed_trials, run_summary
 from evalq.report.compute import compute_report
-from evalq.report.transcripts import write_transcripts
+from evalq.report.transcripts import transcripts_for
 from evalq.report.write import write_reports
 from evalq.cli.common import (STUDY, read_engine_and_settings, report_dir, require_study,
                               study_id_of)
 
 
 def write_study_report(engine, settings, study_id: str, out: Path | None = None,
-                       formats=("json", "md", "html"), report=None) -> dict[str, Path]:
-    """The report files, and beside the HTML one a transcript page per run it links to."""
+                       formats=("json", "md", "html"), report=None,
+                       transcripts: bool | None = None) -> dict[str, Path]:
+    """The report files, and beside the HTML one a transcript page per run it links to
+    (`transcripts`: None writes them for a study of up to PAGES_BY_DEFAULT runs)."""
     report = report if report is not None else compute_report(engine, study_id)
     folder = out or report_dir(settings, study_id)
-    links = (write_transcripts(engine, settings.artifacts_url, study_id, folder)
+    links = (transcripts_for(engine, settings.artifacts_url, report, folder, transcripts)
              if {"html", "md"} & set(formats) else None)
     return write_reports(report, folder, formats, links)
 
@@ -273,7 +275,11 @@ def worker(queues: str, pool: str, concurrency: int | None, hostname: str | None
 @click.option("--out", type=click.Path(), default=None,
               help="A file (with one --format) or a directory; the Markdown and HTML "
                    "reports' transcript pages go beside it, in transcripts/.")
-def report(study: str, fmt: str, out: str | None) -> None:
+@click.option("--transcripts/--no-transcripts", default=None,
+              help="Write a transcript page per run (listed in transcripts.html) or none. "
+                   "Default: pages for a study of up to 2,000 runs; a larger one gets them "
+                   "only when asked, since they take longer to write than the report.")
+def report(study: str, fmt: str, out: str | None, transcripts: bool | None) -> None:
     """Write the study's report from the results database."""
     engine, settings = read_engine_and_settings()
     study_id = require_study(engine, settings, study_id_of(study))
@@ -282,11 +288,13 @@ def report(study: str, fmt: str, out: str | None) -> None:
         from evalq.report.write import write_one
 
         target = Path(out)  # its transcript pages go beside it, linked relative to it
-        links = (write_transcripts(engine, settings.artifacts_url, study_id, target.parent)
-                 if fmt in ("md", "html") else None)
-        write_one(compute_report(engine, study_id), fmt, target, links)
+        computed = compute_report(engine, study_id)
+        links = (transcripts_for(engine, settings.artifacts_url, computed, target.parent,
+                                 transcripts) if fmt in ("md", "html") else None)
+        write_one(computed, fmt, target, links)
         click.echo(f"report: {out}")
         return
-    paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats)
+    paths = write_study_report(engine, settings, study_id, Path(out) if out else None, formats,
+                               transcripts=transcripts)
     for path in paths.values():
         click.echo(f"report: {path}")

@@ -163,8 +163,11 @@ def _every_column(report: dict[str, Any], links: dict[str, str]) -> list[str]:
 
 def render_html(report: dict[str, Any], links: dict[str, str] | None = None) -> str:
     """`links`: trial id → its transcript page (relative), linked from the run tables."""
-    by_cell = {inert(trial, 200): href for trial, href in (links or {}).items()}
-    body = markdown_to_html(render_markdown(report), by_cell)
+    listed = len(report.get("trial_rows") or []) <= RUNS_SHOWN  # else no run table links
+    by_cell = {inert(trial, 200): href for trial, href in (links or {}).items()} if listed else {}
+    # a listed run links its page through by_cell; an unlisted study's Runs section says where
+    # its pages are (or how to write them), so it is told whether there are any
+    body = markdown_to_html(render_markdown(report, None if listed else links), by_cell)
     charts = {
         "Outcomes per condition": outcomes_chart(report["conditions"]),
         "Paired comparisons": forest_plot(forest_rows(report)),

@@ -24,7 +24,8 @@ from evalq.ops.environments import describe as describe_environments
 from evalq.report import fmt
 from evalq.report.answer import answer_lines
 from evalq.report.definitions import definition_lines
-from evalq.report.mdtext import inert
+from evalq.plaintext import one_line
+from evalq.report.mdtext import code_span, inert
 from evalq.report.preregistration import describe as describe_plan
 from evalq.report.review_lines import coverage_lines, split_lines
 from evalq.report.evidence_lines import evidence_lines, kind_split_lines
@@ -385,7 +386,8 @@ def _runs(report: dict[str, Any], links: dict[str, str] | None = None,
     lines = ["## Runs", "", *_wire_disagreements(rows)]
     if len(rows) > RUNS_SHOWN:
         return lines + [f"{len(rows):,} runs: too many to list here; every run's metrics are "
-                        f"in {where} (`trial_rows`) and `evalq export`.", ""]
+                        f"in {where} (`trial_rows`) and `evalq export`.", "",
+                        _transcripts_where(report, links), ""]
     table, left_out = run_table(rows, links)
     lines += table + [""]
     if left_out:
@@ -398,6 +400,19 @@ def _runs(report: dict[str, Any], links: dict[str, str] | None = None,
                     "write per request); estimated context is evalq's count of the message "
                     "text the agent's trajectory says it sent, characters / 4, where the agent "
                     "records it. Missing values read unavailable.", ""]
+
+
+def _transcripts_where(report: dict[str, Any], links: dict[str, str] | None) -> str:
+    """Where a large study's transcript pages are: listed beside the report, or how to write
+    them (a report does not write a page per run for a study that large by itself)."""
+    if links:
+        return ("Every run's transcript page (what the agent said, called and got back) is "
+                "listed in [transcripts.html](transcripts.html).")
+    command = code_span(one_line(f"evalq report {report['study']['id']} --transcripts", 240),
+                        table=False)
+    return ("Transcript pages are not written with the report of a study this large: "
+            f"{command} writes one per run (listed in transcripts.html); `evalq show TRIAL` "
+            "prints one run.")
 
 
 def render_markdown(report: dict[str, Any], links: dict[str, str] | None = None,

@@ -5,6 +5,12 @@ calls, whether the agent itself broke), then its diff and the tail of its stderr
 run's normalized trajectory (ATIF shape, see workers/agents/trajectory.py); a transcript in
 another shape is shown as text. Nearly everything in it is the agent's output and so hostile:
 all of it is escaped, the page loads nothing and runs no script (same CSP as the report).
+
+Pages come with the report for a study of up to PAGES_BY_DEFAULT runs; a larger one gets
+them on demand (`evalq report STUDY --transcripts`), since writing a file per run takes
+several times as long as the report itself (bench/ report: 120,000 pages took 54 s where
+computing that report took 7). Either way they are written one run at a time, read from the database in
+batches, so no study is held in memory for them; transcripts.html lists every page.
 """
 
 from __future__ import annotations
@@ -12,13 +18,15 @@ from __future__ import annotations
 import json
 from html import escape
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+from sqlalchemy import select
 
 from evalq.analysis.agent_errors import agent_error, describe_exit
 from evalq.artifacts import open_store
 from evalq.criteria.review import resolved
 from evalq.fileio import write_text_atomic
-from evalq.results.store import latest_attempts
+from evalq.results.store import AttemptRow
 from evalq.report.json_text import dumps, finite
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -163,21 +171,78 @@ def page_name(trial_id: str) -> str:
     return f"transcripts/{safe or 'trial'}.html"
 
 
+#: a study of at most this many runs gets its transcript pages with every report (about a
+#: second of writing); a larger one when asked (`evalq report --transcripts`)
+PAGES_BY_DEFAULT = 2_000
+#: the page that links every transcript page, beside the report (outside transcripts/, so no
+#: trial's page can take its name)
+INDEX = "transcripts.html"
+#: what a page shows of an attempt, read per batch of rows
+PAGE_COLUMNS = ("trial_id", "outcome", "reason", "criteria", "criterion_results", "metrics",
+                "grade", "artifacts")
+
+
+def pages_wanted(runs: int, asked: Optional[bool]) -> bool:
+    """Whether a report writes transcript pages: as asked, else by the study's size."""
+    return asked if asked is not None else runs <= PAGES_BY_DEFAULT
+
+
+def transcripts_for(engine, artifacts_url: str, report: dict[str, Any], out_dir: Path,
+                    asked: Optional[bool] = None) -> Optional[dict[str, str]]:
+    """The report's transcript pages when wanted (pages_wanted), written under `out_dir`;
+    their links, or None when none were written (the report then says how to get them)."""
+    if not pages_wanted(report["trials"]["planned"], asked):
+        return None
+    return write_transcripts(engine, artifacts_url, report["study"]["id"], out_dir)
+
+
+def latest_attempt_rows(engine, study_id: str, batch: int = 500) -> Iterator[Any]:
+    """Each trial's latest attempt (PAGE_COLUMNS only), in trial order, fetched `batch` rows
+    at a time: memory stays that of a batch however large the study."""
+    columns = [getattr(AttemptRow, name) for name in PAGE_COLUMNS]
+    statement = (select(*columns).where(AttemptRow.study_id == study_id)
+                 .order_by(AttemptRow.trial_id, AttemptRow.attempt))
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=batch).execute(statement)
+        previous = None
+        for row in result:
+            if previous is not None and previous.trial_id != row.trial_id:
+                yield previous
+            previous = row
+        if previous is not None:
+            yield previous
+
+
+def _index_page(study_id: str, links: dict[str, str]) -> Iterator[str]:
+    """transcripts/index.html in pieces: every run's page, in trial order, with its outcome."""
+    title = escape(f"transcripts: {study_id}")
+    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+           f"<title>{title}</title><style>{STYLE}</style></head><body>\n"
+           f'<p><a href="report.html">report</a></p><h1>{title}</h1>\n'
+           f"<p>{len(links):,} runs, each its latest attempt</p><ul>\n")
+    for trial_id, link in links.items():
+        yield f'<li><a href="{escape(link)}">{escape(trial_id)}</a></li>\n'
+    yield "</ul>\n</body></html>\n"
+
+
 def write_transcripts(engine, artifacts_url: str, study_id: str,
                       out_dir: Path) -> dict[str, str]:
-    """Write a page per trial (its latest attempt) under out_dir/transcripts; {trial: link}."""
+    """Write a page per trial (its latest attempt) under out_dir/transcripts, one at a time,
+    and the index page that lists them; {trial: link}."""
     store = open_store(artifacts_url)
-    _, latest = latest_attempts(engine, study_id)
     links = {}
 
     def stored(attempt, name: str) -> Optional[bytes]:
         ref = (getattr(attempt, "artifacts", None) or {}).get(name)
         return store.get(ref) if ref and store.exists(ref) else None
 
-    for trial_id, attempt in sorted(latest.items()):
+    for attempt in latest_attempt_rows(engine, study_id):
+        trial_id = attempt.trial_id
         link = page_name(trial_id)
         summary = run_summary(attempt, stored(attempt, "diff"))
         page = render_transcript(trial_id, stored(attempt, "transcript"), summary)
         write_text_atomic(out_dir / link, page)
         links[trial_id] = link
+    write_text_atomic(out_dir / INDEX, _index_page(study_id, links))
     return links
