@@ -1,5 +1,6 @@
 """The hostile agent of tests/agent_sandbox, run on a Harbor task, so in the task's own
-environment, in both sandboxes: every check of that test holds there too.
+environment, in both sandboxes (bubblewrap also as root without CAP_SYS_ADMIN, where it runs
+as the agent's user): every check of that test holds there too.
 
 Its study is the same (canaries in the reference solution and the verifier, another run's
 workspace, the worker's HOME, the secrets file and environment; writes outside, leftover
@@ -73,7 +74,7 @@ def _planter(source: Path):
     return plant
 
 
-@pytest.fixture(scope="module", params=["bwrap", "docker"])
+@pytest.fixture(scope="module", params=["bwrap", hostile.NO_SYS_ADMIN, "docker"])
 def study(request, tmp_path_factory, harbor_fixture):
     patch = pytest.MonkeyPatch()
     patch.setattr(hostile, "_plant", _planter(harbor_fixture))

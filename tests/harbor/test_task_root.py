@@ -25,6 +25,7 @@ def _tree(root: Path) -> Path:
     (root / "etc/passwd").write_text("root:x:0:0::/root:/bin/sh\n")
     (root / "etc/os-release").write_text("ID=test\n")
     (root / "bin").symlink_to("usr/bin")
+    (root / "root/.profile").write_text("")
     (root / "root").chmod(0o700)
     return root
 
@@ -48,7 +49,8 @@ def test_tree_is_bound_around_the_targets(tmp_path):
     assert ("--symlink", "usr/bin", "/bin") in binds
     assert ("--perms", "0755", "--dir", "/etc") in binds  # split: a target inside it
     assert ("--ro-bind", str(tree / "etc/os-release"), "/etc/os-release") in binds
-    assert ("--perms", "0755", "--dir", "/root") in binds
+    assert ("--perms", "0755", "--dir", "/root") in binds  # closed: an empty stand-in
+    assert not any(b[-1] == "/root/.profile" for b in binds)
     targets = {b[-1] for b in binds}
     assert "/etc/passwd" not in targets and "/app" not in targets  # left to their mounts
     assert "/proc" not in targets and "/tmp" not in targets  # made fresh

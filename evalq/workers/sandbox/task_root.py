@@ -48,8 +48,10 @@ def tree_binds(tree: Path, targets: Iterable[str]) -> list[str]:
 
     A top-level entry of the tree is bound read-only whole unless a target lies inside it:
     then it is made a folder of the sandbox's own root and its entries are shown one by one
-    the same way (a read-only bind cannot take a new mount point). An entry that is itself a
-    target is left to that target's mount; /proc, /dev, /tmp and /sys are made fresh."""
+    the same way (a read-only bind cannot take a new mount point), or none when others may
+    not pass it (an image's /root): the agent's uid could not read them, and bubblewrap run
+    as that uid could not bind them. An entry that is itself a target is left to that
+    target's mount; /proc, /dev, /tmp and /sys are made fresh."""
     wanted = [PurePosixPath(t) for t in targets]
     args: list[str] = []
 
@@ -66,7 +68,8 @@ def tree_binds(tree: Path, targets: Iterable[str]) -> list[str]:
                 args.extend(["--symlink", os.readlink(entry), str(here)])
             elif stat.S_ISDIR(mode) and holds:
                 args.extend(["--perms", "0755", "--dir", str(here)])
-                show(entry, here)
+                if mode & stat.S_IXOTH:  # else an empty stand-in, as Docker's (closed_folders)
+                    show(entry, here)
             elif (stat.S_ISDIR(mode) or stat.S_ISREG(mode)) and not holds:
                 args.extend(["--ro-bind", str(entry), str(here)])
             # sockets, devices, fifos of the image, and a link on a target's way: left out
@@ -78,7 +81,7 @@ def tree_binds(tree: Path, targets: Iterable[str]) -> list[str]:
 def closed_folders(tree: Optional[Path], targets: Iterable[str]) -> list[str]:
     """Folders of the tree on a mount target's way that others may not pass (an image's
     /root is 0700): the agent's uid could not reach what is mounted below them, so Docker
-    puts an empty passable folder there (bubblewrap's tree_binds makes its own anyway)."""
+    puts an empty passable folder there (bubblewrap's tree_binds makes one too)."""
     if tree is None:
         return []
     found: list[str] = []
