@@ -211,3 +211,15 @@ def test_the_door_opens_in_the_task_environment(tmp_path, tool_fixture, backend,
     assert done.exit_code == 0, done.stderr
     assert f"DOOR 200 TOOL {TOOL_OUTPUT} STDIN task on stdin" in done.stdout.decode()
     assert [r["path"] for r in door.records()] == ["/v1/messages/count_tokens"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_launch_check_starts_the_agent_in_the_task_environment(tmp_path, tool_fixture,
+                                                                   backend):
+    """`evalq run --dry-run --check` starts each agent where its runs will start: an agent
+    that needs the environment's tool starts there (on the worker it would exit 127)."""
+    env = {"EVALQ_HOME": str(tmp_path / "home"), "EVALQ_AGENT_SANDBOX": backend}
+    manifest = _study(tmp_path / "study", tool_fixture)
+    check = run_cli(["run", manifest, "--dry-run", "--check"], env, timeout=600)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    assert "solver" in check.stdout
