@@ -20,6 +20,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "agent_sandbox"))
 
 from conftest import run_cli  # noqa: E402
 from harbor_tasks import HIDDEN_MARK, TOOL, TOOL_OUTPUT, tool_task  # noqa: E402
@@ -33,12 +34,10 @@ from evalq.models import Condition, Limits  # noqa: E402
 from evalq.workers.agents.base import AgentContext  # noqa: E402
 from evalq.workers.agents.command_template import CommandTemplate  # noqa: E402
 from evalq.workers.profile import new_profile  # noqa: E402
-from evalq.modelserver import ModelServer  # noqa: E402
-from evalq.modelserver.script import parse_script  # noqa: E402
-from evalq.workers.gateway import Gateway, Upstream  # noqa: E402
 from evalq.workers.sandbox import DOOR_PORT, AgentJob  # noqa: E402
 from evalq.workers.sandbox.bwrap import BwrapAgentSandbox  # noqa: E402
 from evalq.workers.sandbox.probe import PROBE_LIMITS  # noqa: E402
+from test_door_from_inside import door  # noqa: E402,F401 - (gateway, run) to a model server
 
 BACKENDS = ["bwrap", "docker"]
 SOLVE = f"pwd > where.txt; {TOOL} > answer.txt"
@@ -182,16 +181,6 @@ print("DOOR", c.getresponse().status, "TOOL", tool, "STDIN", sys.stdin.read(), f
 """
 
 
-@pytest.fixture
-def door():
-    gateway = Gateway()
-    script = parse_script({"fallback": {"text": "ok", "usage": {"input_tokens": 1,
-                                                                "output_tokens": 1}}})
-    with ModelServer(script) as server:
-        yield gateway.open_run("task-env", None, [Upstream(server.url)])
-    gateway.close()
-
-
 @pytest.mark.parametrize("backend", ["bwrap", "bwrap-prelude", "docker"])
 def test_the_door_opens_in_the_task_environment(tmp_path, tool_fixture, backend, door,
                                                 monkeypatch):
@@ -207,10 +196,10 @@ def test_the_door_opens_in_the_task_environment(tmp_path, tool_fixture, backend,
     done = box.run(AgentJob(
         argv=["/usr/bin/python3", "-c", DOOR_AGENT, str(DOOR_PORT), TOOL], env=profile.env,
         workspace=profile.workspace, profile_root=profile.root, limits=PROBE_LIMITS,
-        door=door, stdin=b"task on stdin", label="task-env"))
+        door=door[1], stdin=b"task on stdin", label="task-env"))
     assert done.exit_code == 0, done.stderr
     assert f"DOOR 200 TOOL {TOOL_OUTPUT} STDIN task on stdin" in done.stdout.decode()
-    assert [r["path"] for r in door.records()] == ["/v1/messages/count_tokens"]
+    assert [r["path"] for r in door[1].records()] == ["/v1/messages/count_tokens"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

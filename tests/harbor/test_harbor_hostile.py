@@ -24,10 +24,8 @@ sys.path.insert(0, str(HERE.parent / "agents"))
 sys.path.insert(0, str(HERE))
 
 import test_hostile_agent as hostile  # noqa: E402
-from harbor_tasks import tool_task  # noqa: E402
+from test_harbor_agent_env import tool_fixture  # noqa: E402,F401 - the imported tool task
 from evalq.fixtures.fixture import freeze_fixture  # noqa: E402
-from evalq.fixtures.harbor.environment import remove_environment  # noqa: E402
-from evalq.fixtures.harbor.importer import import_task  # noqa: E402
 
 CHECKS = [hostile.test_cheating_condition_is_graded_incorrect,
           hostile.test_no_canary_was_read_in_any_form,
@@ -36,16 +34,6 @@ CHECKS = [hostile.test_cheating_condition_is_graded_incorrect,
           hostile.test_no_process_outlived_the_run,
           hostile.test_only_the_door_was_reachable,
           hostile.test_results_database_was_not_changed]
-
-
-@pytest.fixture(scope="module")
-def harbor_fixture(tmp_path_factory):
-    root = tmp_path_factory.mktemp("harbor-hostile")
-    task = tool_task(root)
-    try:
-        yield import_task(task, root / "imported").path
-    finally:
-        remove_environment(task.name)
 
 
 def _planter(source: Path):
@@ -59,25 +47,15 @@ def _planter(source: Path):
         verifier = fixture / "hidden" / "tests" / "test.sh"
         verifier.write_text(verifier.read_text() + f"# {canaries['hidden']}\n")
         freeze_fixture(fixture)
-        elsewhere = Path("/tmp") / f"evalq-hostile-copy-{canaries['process']}"
-        shutil.copytree(fixture, elsewhere)
-        other_run = home / "runs" / "evalq-run-planted" / "workspace"
-        other_run.mkdir(parents=True)
-        (other_run / "notes.txt").write_text(canaries["other_run"])
-        worker_home.mkdir()
-        (worker_home / ".canary").write_text(canaries["home"])
-        secrets = tmp / "secrets.env"
-        secrets.write_text(f"ANTHROPIC_API_KEY={canaries['secret']}\n")
-        secrets.chmod(0o600)
-        return {"fixture": fixture, "elsewhere": elsewhere, "secrets": secrets}
+        return hostile.plant_around(fixture, tmp, canaries, home, worker_home)
 
     return plant
 
 
 @pytest.fixture(scope="module", params=["bwrap", hostile.NO_SYS_ADMIN, "docker"])
-def study(request, tmp_path_factory, harbor_fixture):
+def study(request, tmp_path_factory, tool_fixture):
     patch = pytest.MonkeyPatch()
-    patch.setattr(hostile, "_plant", _planter(harbor_fixture))
+    patch.setattr(hostile, "_plant", _planter(tool_fixture))
     try:
         data = hostile._study(request.param, tmp_path_factory.mktemp(f"hostile-{request.param}"),
                               tmp_path_factory.getbasetemp())
@@ -98,7 +76,7 @@ def study(request, tmp_path_factory, harbor_fixture):
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.__name__[5:] for c in CHECKS])
-def test_the_hostile_agent_is_held_in_the_task_environment(study, check, harbor_fixture,
+def test_the_hostile_agent_is_held_in_the_task_environment(study, check, tool_fixture,
                                                            monkeypatch):
-    monkeypatch.setattr(hostile, "FIXTURE", harbor_fixture.name)  # its containers' label
+    monkeypatch.setattr(hostile, "FIXTURE", tool_fixture.name)  # its containers' label
     check(study)
