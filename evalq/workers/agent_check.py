@@ -1,6 +1,7 @@
 """The launch preflight (`evalq run --dry-run --check`): each condition's agent started once,
-in the configured agent sandbox, on the study's first fixture, with its agent source mounted,
-through the same adapter run a worker makes, before anything is enqueued or stored.
+in the configured agent sandbox (for a Harbor task, made from the task's environment, as a
+worker's), on the study's first fixture, with its agent source mounted, through the same
+adapter run a worker makes, before anything is enqueued or stored.
 
 A broken commit (a missing file, a bad import, a wrong argv) shows here in seconds instead of
 as a study's worth of `incorrect` runs. Nothing is graded and nothing is kept: the run's
@@ -20,6 +21,7 @@ from evalq.artifacts import ArtifactStore
 from evalq.config import Settings
 from evalq.fixtures.archive import pack_workspace
 from evalq.fixtures.fixture import materialize
+from evalq.fixtures.harbor.agent_root import agent_sandbox_for
 from evalq.study.agent_source import exported
 from evalq.study.budgets import effective_limits
 from evalq.workers.agent_source import checked_source
@@ -82,7 +84,8 @@ def check_condition(study, condition, settings: Settings) -> AgentCheck:
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(),
                            limits=effective_limits(fixture.spec.limits, study.manifest),
-                           sandbox=settings.agent_sandbox, evalq_home=settings.home,
+                           sandbox=agent_sandbox_for(fixture, settings.agent_sandbox),
+                           evalq_home=settings.home,
                            budgets=study.manifest.budgets, agent_source=source)
         result = get_adapter(condition.agent).run(ctx)
     except Exception as exc:  # noqa: BLE001 - whatever stopped it from starting is the answer

@@ -21,6 +21,7 @@ from evalq.criteria.evaluate import ungraded as ungraded_criteria
 from evalq.errors import AgentDataError, InfrastructureError
 from evalq.fixtures.cache import cached_fixture
 from evalq.fixtures.fixture import materialize
+from evalq.fixtures.harbor.agent_root import agent_sandbox_for
 from evalq.fixtures.archive import pack_workspace
 from evalq.plaintext import valid_text
 from evalq.report.json_text import dumps, finite
@@ -199,7 +200,8 @@ def run_trial_message(ref: dict, send: Send, hostname: str = "",
         ctx = AgentContext(fixture=fixture, condition=condition, profile=profile,
                            prompt=fixture.spec.prompt.strip(), limits=limits,
                            attempt=ref["attempt"], should_stop=stop,
-                           sandbox=settings.agent_sandbox, evalq_home=settings.home,
+                           sandbox=agent_sandbox_for(fixture, settings.agent_sandbox),
+                           evalq_home=settings.home,
                            budgets=manifest.budgets, agent_source=agent_source)
         result = get_adapter(condition.agent).run(ctx)
         if stop.reason == "study cancelled":

@@ -192,9 +192,17 @@ def main():
     #    for evalq to collect and grade from outside (this run's own work goes, so: last)
     if not solution_dirs:
         os.chdir("/")
-        os.rename(workspace, workspace + ".mine")
-        os.symlink(targets["solution_dir"], workspace)
-        results["workspace_swap"] = f"workspace -> {targets['solution_dir']}"
+        # in a task's environment the working folder is a mount on a read-only root: the
+        # same workspace is still the profile's, beside HOME
+        beside_home = os.path.join(os.path.dirname(os.environ.get("HOME", "/")), "workspace")
+        for path in dict.fromkeys((workspace, beside_home)):
+            try:
+                os.rename(path, path + ".mine")
+                os.symlink(targets["solution_dir"], path)
+                results["workspace_swap"] = f"{path} -> {targets['solution_dir']}"
+                break
+            except OSError as exc:
+                results["workspace_swap"] = f"blocked: {exc}"
     print(json.dumps({"type": "hostile", "results": results}), flush=True)
     sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
     return 0

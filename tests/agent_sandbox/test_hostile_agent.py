@@ -150,6 +150,13 @@ def _plant(tmp: Path, canaries: dict, home: Path, worker_home: Path) -> dict:
     from evalq.fixtures.fixture import freeze_fixture
 
     freeze_fixture(fixture)
+    return plant_around(fixture, tmp, canaries, home, worker_home)
+
+
+def plant_around(fixture: Path, tmp: Path, canaries: dict, home: Path,
+                 worker_home: Path) -> dict:
+    """The canaries around a planted fixture: a copy of it elsewhere on the host, another
+    run's workspace, the worker HOME canary, the secrets file."""
     elsewhere = Path("/tmp") / f"evalq-hostile-copy-{canaries['process']}"
     shutil.copytree(fixture, elsewhere)
     other_run = home / "runs" / "evalq-run-planted" / "workspace"

@@ -128,3 +128,26 @@ def prebuilt_task(root: Path, image: str) -> Path:
         "instruction.md": "Create /app/done containing `yes`.\n",
         "tests/test.sh": REWARD_BY_EXIT.format(check='[ "$(cat /app/done)" = yes ]'),
         "solution/solve.sh": "#!/bin/bash\necho yes > /app/done\n"})
+
+
+#: the tool a task's environment installs, and what it prints (nowhere else on the machine)
+TOOL, TOOL_OUTPUT = "evalq-task-tool", "carrot-7431"
+#: written into the verifier and the oracle only: an agent that finds it has seen them
+HIDDEN_MARK = "evalq-hidden-" + "mark-5150"
+
+
+def tool_task(root: Path) -> Path:
+    """Solved only with a tool the environment's Dockerfile puts in /usr/local/bin (the
+    worker has no such program): its output goes into /app/answer.txt."""
+    return write(root / unique("tool"), {
+        "task.toml": TOML.format(internet="false", extra=""),
+        "instruction.md": f"Run the program `{TOOL}` and write what it prints into "
+                          "/app/answer.txt.\n",
+        "environment/Dockerfile": f"FROM {BASE}\nUSER 0:0\n"
+                                  f"RUN printf '#!/bin/sh\\necho {TOOL_OUTPUT}\\n' > "
+                                  f"/usr/local/bin/{TOOL} && chmod 755 /usr/local/bin/{TOOL}\n"
+                                  "WORKDIR /app\nCOPY notes.txt /app/notes.txt\n",
+        "environment/notes.txt": "answer.txt goes here\n",
+        "tests/test.sh": f"# {HIDDEN_MARK}\n" + REWARD_BY_EXIT.format(
+            check=f'[ "$(cat /app/answer.txt)" = "$(/usr/local/bin/{TOOL})" ]'),
+        "solution/solve.sh": f"#!/bin/bash\n# {HIDDEN_MARK}\n{TOOL} > /app/answer.txt\n"})

@@ -13,12 +13,9 @@ from harbor_tasks import partial_task, python_task, shell_task
 from evalq.fixtures.harbor.environment import remove_environment
 from evalq.fixtures.harbor.importer import import_task
 
-TAMPER = """--- /dev/null
-+++ b/sitecustomize.py
-@@ -0,0 +1,2 @@
-+import os
-+os.makedirs("/logs/verifier", exist_ok=True); open("/logs/verifier/reward.txt", "w").write("1")
-"""
+#: written by the shell of the task's environment (the agent runs there: it has no `patch`)
+TAMPER = ("printf 'import os\\nos.makedirs(\"/logs/verifier\", exist_ok=True); "
+          "open(\"/logs/verifier/reward.txt\", \"w\").write(\"1\")\\n' > sitecustomize.py")
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +53,8 @@ settings = {{ action = "noop" }}
 
 [[conditions]]
 name = "tamper"
-agent = "scripted"
-settings = {{ action = "patch", patch = {json.dumps(TAMPER)} }}
+agent = "command"
+settings = {{ argv = ["sh", "-c", {json.dumps(TAMPER)}] }}
 ''')
     return str(folder / "study.toml")
 

@@ -10,8 +10,11 @@ BACKENDS = {"bwrap": "evalq.workers.sandbox.bwrap:BwrapAgentSandbox",
             "none": "evalq.workers.sandbox.none:NoSandbox"}
 
 
-def get_agent_sandbox(name: str | None = None) -> AgentSandbox:
-    """The backend named, else EVALQ_AGENT_SANDBOX, else bubblewrap."""
+def get_agent_sandbox(name: str | AgentSandbox | None = None) -> AgentSandbox:
+    """The backend named, else EVALQ_AGENT_SANDBOX, else bubblewrap; a backend already made
+    (a task's environment as its root: evalq.fixtures.harbor.agent_root) is itself."""
+    if isinstance(name, AgentSandbox):
+        return name
     return load_backend(BACKENDS, name, "agent_sandbox")
 
 

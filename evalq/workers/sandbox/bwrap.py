@@ -3,6 +3,8 @@
 The root is an empty tmpfs remounted read-only; on it: the host's /usr, /lib*, /bin (read-only),
 a few generated /etc files, the run's profile (read-write; the workspace is inside it), the
 adapter's declared read-only paths, a fresh /tmp, /dev and /proc, and with a door the prelude.
+With a task's environment (task_root.py) the environment's tree takes the place of the host's
+folders, and the workspace is also shown at the task's WORKDIR, where the agent starts.
 pid 1 is bubblewrap's own init (started with the agent's environment only): it reaps, and
 when the agent exits, bubblewrap exits with its status and the kernel ends every process left
 in the pid namespace. With a door, as root with CAP_SYS_ADMIN the worker makes the door's
@@ -45,6 +47,7 @@ from evalq.workers.sandbox.base import (AgentJob, AgentSandbox, etc_dir, give_to
 from evalq.workers.sandbox.handoff import Handoff, with_door
 from evalq.workers.sandbox.netns_door import NetnsDoor
 from evalq.workers.sandbox.paths import ETC_FILES, host_toolchain_binds
+from evalq.workers.sandbox.task_root import TaskRoot, agent_env, in_tree, tree_binds
 
 #: the prelude runs on the toolchain's own interpreter (under /usr), never a virtualenv's
 PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
@@ -104,19 +107,16 @@ def _scratch(path: str, job: AgentJob) -> list[str]:
 
 
 def bwrap_options(job: AgentJob, as_root: bool | None = None,
-                  prelude: bool = False) -> list[str]:
+                  prelude: bool = False, root: TaskRoot | None = None) -> list[str]:
     """Everything bwrap is told except the command: what the agent sees, and as whom;
     `as_root`: whether bwrap runs as root (bwrap_as_root() when not given); `prelude`: the
-    door's prelude is shown (it opens the door from inside)."""
+    door's prelude is shown (it opens the door from inside); `root`: the task's environment
+    is the root instead of the worker's toolchain, the workspace also at its WORKDIR."""
     # bwrap as root: capabilities go with setpriv's switch to the agent user (AS_AGENT)
     as_root = bwrap_as_root() if as_root is None else as_root
     identity = ROOT_NAMESPACES if as_root else USER_NAMESPACES
-    options = [*identity, "--die-with-parent", "--new-session",
-               "--hostname", "evalq-agent", *host_toolchain_binds(),
-               "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
-               *_scratch("/dev/shm", job)]
-    binds = [("--ro-bind-try", path, path) for path in ETC_FILES
-             if os.path.basename(path) not in GENERATED]
+    binds = [] if root is not None else [("--ro-bind-try", path, path) for path in ETC_FILES
+                                         if os.path.basename(path) not in GENERATED]
     binds += [("--ro-bind", str(etc_dir() / name), f"/etc/{name}") for name in GENERATED]
     binds += [("--ro-bind", str(path), str(path)) for path in job.readonly]
     if job.agent_source is not None:
@@ -126,17 +126,40 @@ def bwrap_options(job: AgentJob, as_root: bool | None = None,
     binds.append(("--bind", str(job.profile_root), str(job.profile_root)))
     if job.profile_root not in job.workspace.parents:
         binds.append(("--bind", str(job.workspace), str(job.workspace)))
+    if root is not None:
+        binds.append(("--bind", str(job.workspace), root.workdir))
     if prelude:
         binds.append(("--ro-bind", str(PRELUDE_SOURCE), PRELUDE_PATH))
+    if root is None:
+        base = host_toolchain_binds()
+    else:
+        assert root.tree is not None
+        base = tree_binds(root.tree, [dst for _, _, dst in binds])
+    options = [*identity, "--die-with-parent", "--new-session",
+               "--hostname", "evalq-agent", *base,
+               "--proc", "/proc", "--dev", "/dev", *_scratch("/tmp", job),
+               *_scratch("/dev/shm", job)]
     for folder in _folders_above(binds):
         options += ["--perms", "0755", "--dir", folder]
     for bind in binds:
         options += list(bind)
-    return [*options, "--remount-ro", "/", "--chdir", str(job.workspace)]
+    start = root.workdir if root is not None else str(job.workspace)
+    return [*options, "--remount-ro", "/", "--chdir", start]
 
 
 class BwrapAgentSandbox(AgentSandbox):
     name = "bwrap"
+
+    def __init__(self, root: TaskRoot | None = None):
+        #: the task's environment as the root (its tree); None: the worker's toolchain
+        self.root = root
+
+    def python(self) -> str | None:
+        """The interpreter the door's prelude runs on: the root's own."""
+        if self.root is None:
+            return toolchain_python()
+        assert self.root.tree is not None
+        return next((p for p in PYTHONS if in_tree(self.root.tree, p)), None)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -150,8 +173,19 @@ class BwrapAgentSandbox(AgentSandbox):
         ok, why = self.available()
         if not ok:
             raise InfrastructureError(why)
+        if self.root is not None and bwrap_as_root() and not in_tree(self.root.tree,
+                                                                     AS_AGENT[0]):
+            raise InfrastructureError(
+                f"the task environment {self.root.image} has no {AS_AGENT[0]} (util-linux), "
+                "which makes the agent's first process the agent user: install it there")
         if self.door_from_outside():
             make = lambda: NetnsDoor(job.door, DOOR_PORT)  # noqa: E731
+        elif job.door is not None and self.python() is None:
+            raise InfrastructureError(
+                f"the task environment {self.root.image if self.root else ''} has no python3 "
+                f"({' or '.join(PYTHONS)}), which opens the agent's door from inside the "
+                "sandbox here (run the worker as root with CAP_SYS_ADMIN to open it from "
+                "outside, or install python3 in the task's environment)")
         else:
             make = lambda: Handoff(job.door, DOOR_PORT, inherited=True)  # noqa: E731
         return with_door(job, make, lambda door: self._run(job, door))
@@ -165,7 +199,7 @@ class BwrapAgentSandbox(AgentSandbox):
     def _run(self, job: AgentJob, door: Handoff | NetnsDoor | None) -> ProcResult:
         handoff = door if isinstance(door, Handoff) else None
         argv = job.argv if handoff is None else \
-            prelude_argv(toolchain_python(), job, f"fd:{handoff.sandbox_fd}")
+            prelude_argv(self.python(), job, f"fd:{handoff.sandbox_fd}")
         should_stop = job.should_stop
         if isinstance(door, NetnsDoor):  # stopped before its agent starts if the door fails
             should_stop = lambda: door.failed() or bool(job.should_stop and job.should_stop())  # noqa: E731
@@ -181,13 +215,15 @@ class BwrapAgentSandbox(AgentSandbox):
                 if Path(path).parent != job.profile_root:
                     let_others_pass(Path(path).parent)
         try:
-            options = bwrap_options(job, as_root, prelude=handoff is not None)
+            options = bwrap_options(job, as_root, prelude=handoff is not None,
+                                    root=self.root)
             fds: tuple[int, ...] = ()
             if handoff is not None:
                 fds = (handoff.sandbox_fd,)
             elif door is not None:
                 options, fds = [*door.options, *options], door.fds
-            run = run_in_bwrap(options, argv, env=job.env, limits=job.limits,
+            env = job.env if self.root is None else agent_env(self.root, job.env)
+            run = run_in_bwrap(options, argv, env=env, limits=job.limits,
                                prefix=AS_AGENT if bwrap_as_agent else [], stdin=job.stdin,
                                should_stop=should_stop, pass_fds=fds)
         except SandboxError as exc:
