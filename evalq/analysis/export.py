@@ -1,5 +1,5 @@
 """Per-trial exports: skill-activation trial rows, adjudicated results.jsonl rows, and the
-adoption-baseline evidence record of a study run from a task manifest.
+adoption-baseline evidence record of a study run from a task manifest (or of a stage of one).
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
