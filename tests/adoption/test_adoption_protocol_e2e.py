@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agents"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "visible_check"))
 
 from adoption_study import EXCLUSION, make_fixture  # noqa: E402
+from evalq.report.session_checks import COST_FIGURES  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from test_agents_support import run_study  # noqa: E402
 from test_first_check_study import agent_source  # noqa: E402
@@ -230,16 +231,24 @@ def test_the_adoption_baseline_protocol_end_to_end(tmp_path):
         assert entry["repaired"] == sum(r["first_check_result"] == "incorrect"
                                         and r["eventual_result"] == "correct" for r in mine)
         assert entry["never_checked"] == 0 and entry["lost_after_first_check"] == 0
-        runs = [r["session_checks"]["repair_cost"]["repair_check_runs"] for r in mine]
-        figure = entry["repair_cost"]["repair_check_runs"]
-        assert (figure["median"], figure["min"], figure["max"], figure["n"]) == (
-            float(np.median(runs)), min(runs), max(runs), len(runs))
-        elapsed = [r["session_checks"]["repair_cost"]["elapsed_seconds"] for r in mine]
-        assert entry["repair_cost"]["elapsed_seconds"]["median"] == pytest.approx(
-            float(np.median(elapsed)))
-        for unknown in ("commands_after_first_check", "human_interventions"):
-            assert entry["repair_cost"][unknown]["median"] is None
-            assert entry["repair_cost"][unknown]["unavailable"] == 2
+        costs = [r["session_checks"]["repair_cost"] for r in mine]
+        assert entry["repair_cost"]["runs_with_first_check"] == len(costs)
+        for name_of_figure in COST_FIGURES:  # every figure: median, mean, range, or null
+            values = [c[name_of_figure] for c in costs]
+            numbers = [v for v in values if v is not None]
+            figure = entry["repair_cost"][name_of_figure]
+            assert (figure["n"], figure["unavailable"]) == (len(numbers),
+                                                            len(values) - len(numbers))
+            if numbers:
+                assert (figure["median"], figure["mean"], figure["min"], figure["max"]) == (
+                    pytest.approx(float(np.median(numbers))),
+                    pytest.approx(float(np.mean(numbers))), min(numbers), max(numbers))
+            else:
+                assert figure["median"] is None and figure["mean"] is None
+                assert figure["reason"] == "; ".join(sorted(
+                    {c["unavailable"][name_of_figure] for c in costs}))
+        assert entry["repair_cost"]["repair_check_runs"]["n"] == 2
+        assert entry["repair_cost"]["human_interventions"]["median"] is None
     assert session[DIRECTED]["no-skill"]["repaired"] == 2
 
     # ---- the evidence export: each run's first check, eventual result and repair cost
@@ -340,6 +349,9 @@ def test_the_adoption_baseline_protocol_end_to_end(tmp_path):
                     f"[{g['ci_low']:.3f}, {g['ci_high']:.3f}] | {g['n_tasks']} | "
                     f"{g['runs']['retained']} | {g['runs']['lost']} | 0 |")
             assert line in stage_md and as_html(line) in stage_html, line
+    exclusions = ", ".join(f"{name} {free['correct_exclusions'][name]}" for name in CONDITIONS)
+    line = f"| {FREE} | 2 | regression 1, held-out 1 | 1 | {exclusions} |"
+    assert line in md and as_html(line) in html, line
     for text in (md, html):
         assert "Evidence record" in text and "Regression and held-out (unseen)" in text
     assert "<td>package</td><td>praxo-core, registry PyPI</td>" in html
