@@ -1,5 +1,5 @@
 """Per-trial exports: skill-activation trial rows, adjudicated results.jsonl rows, and the
-adoption-baseline evidence record of a study run from a task manifest.
+adoption-baseline evidence record of a study run from a task manifest (or of a stage of one).
 
 Unknown values are null, never 0 or a guess; a stored count or cost that is no number (a NaN,
 a negative count, from a row written before evalq checked them) is unknown too, so every row
@@ -96,14 +96,49 @@ def adjudicated_row(study: StudyRow, run: Run) -> dict[str, Any]:
     return row
 
 
+def _stage_parts(engine, study: StudyRow, runs: list[Run]) -> tuple[Optional[dict], dict]:
+    """For a stage: (its baseline study's evidence record, each run's stage part for
+    evidence_row); (None, {}) for a study that is no stage or whose baseline has no record."""
+    from evalq.report.stages import stage_links
+    from evalq.results.store import read_study
+
+    stage = (study.lock or {}).get("stage")
+    if not stage:
+        return None, {}
+    try:
+        baseline = read_study(engine, stage["baseline_study"])
+    except UserError:
+        return None, {}
+    record = adoption_record(baseline)
+    if record is None:
+        return None, {}
+    dates = trial_dates(engine, baseline.id)
+    prompt = (study.manifest.get("stage") or {}).get("prompt")
+    parts = {}
+    for link in stage_links(stage, runs):
+        task = stage["runs"][link["task"]]
+        parts[link["trial_id"]] = {
+            "link": link, "baseline_task": task["baseline_fixture"],
+            "baseline_study": baseline.id, "baseline_date": dates.get(link["baseline_trial"]),
+            "prompt": None if not stage.get("agent") else prompt or record.get(
+                "tasks", {}).get(task["baseline_fixture"], {}).get("prompt"),
+            "baseline_version": stage.get("baseline_version"),
+            "target_version": stage.get("target_version")}
+    return record, parts
+
+
 def evidence_rows(engine, study: StudyRow, runs: list[Run]) -> Iterator[dict[str, Any]]:
     """One evidence record per trial (analysis/evidence.py); only a study run from a task
-    manifest has one, since everything else it holds is what that manifest pinned."""
-    record = adoption_record(study)
+    manifest has one, since everything else it holds is what that manifest pinned, or a stage
+    of such a study (its rows carry the baseline's record, each with its baseline run)."""
+    record, stages = adoption_record(study), {}
     if record is None:
-        raise UserError(f"study '{study.id}' was not run from an adoption task manifest, so "
-                        "it has no evidence record", field="--format",
+        record, stages = _stage_parts(engine, study, runs)
+    if record is None:
+        raise UserError(f"study '{study.id}' was not run from an adoption task manifest, nor "
+                        "is it a stage of one, so it has no evidence record", field="--format",
                         fix="use --format jsonl or results, or run the study from a study file "
                             "with an [adoption] table")
     dates = trial_dates(engine, study.id)
-    return (evidence_row(record, run, dates.get(run.view.trial_id)) for run in runs)
+    return (evidence_row(record, run, dates.get(run.view.trial_id),
+                         stages.get(run.view.trial_id)) for run in runs)

@@ -158,7 +158,7 @@ def blind(study: str, out: str, key_path: str | None, raters: tuple[str, ...]) -
               required=True,
               help="jsonl: skill-activation trial rows; results: adjudicated results.jsonl rows; "
                    "evidence: the adoption evidence record of each trial (a study run from a "
-                   "task manifest).")
+                   "task manifest, or a stage of one).")
 @click.option("--out", type=click.Path(dir_okay=False), required=True)
 def export(study: str, fmt_: str, out: str) -> None:
     """Export per-trial rows of a study."""

@@ -176,7 +176,10 @@ def derive_stage(manifest: StudyManifest, path: Path) -> tuple[tuple[Fixture, ..
     change = _change(path, stage)
     from evalq.results.store import records, TrialRow
 
+    from evalq.analysis.tracks import task_labels
+
     trials = {t.id: t for t in records(engine, TrialRow, row.id, [TrialRow.order_index])}
+    labels = task_labels(row)  # a task manifest's tracks, where the fixture names none
     scratch, bases = _scratch(), {}
     fixtures, runs, seen = [], {}, {}
     for view in _taken(engine, row, path, stage):
@@ -211,7 +214,7 @@ def derive_stage(manifest: StudyManifest, path: Path) -> tuple[tuple[Fixture, ..
             "baseline_trial": view.trial_id, "baseline_attempt": view.counted.attempt,
             "baseline_condition": view.condition, "baseline_fixture": base.id,
             "baseline_fixture_digest": base.digest, "baseline_outcome": view.outcome,
-            "baseline_track": base.spec.track,
+            "baseline_track": base.spec.track or labels.get(base.id, {}).get("track"),
             "workspace_artifact": ref,
             "workspace_digest": tree_digest(fixture.workspace_dir)}
     section = {"baseline_study": row.id, "baseline_lock": row.lock_digest,

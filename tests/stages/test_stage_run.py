@@ -131,6 +131,12 @@ def test_no_agent_retention_stage(baseline, tmp_path):
     assert "## Stages: upgrade and retention" in md and "base/py-slugify-bugfix/good/r1" in md
     html = (home / "reports" / "keep" / "report.html").read_text()
     assert "Stages: upgrade and retention" in html
+    # a stage of a study run without a task manifest has no evidence record either
+    out = tmp_path / "evidence.jsonl"
+    refused = run_cli(["export", "keep", "--format", "evidence", "--out", str(out)],
+                      {"EVALQ_HOME": str(home)})
+    assert refused.returncode == 2 and "nor is it a stage of one" in refused.stderr
+    assert not out.exists()
 
     # the hostile baseline: its links never travelled; its hook ran inside the sandbox only
     assert not baseline["marker"].exists(), "the change ran a workspace hook on the host"
