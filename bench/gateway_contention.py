@@ -24,7 +24,6 @@ a 5 ms sleep meanwhile. Printed as JSON with `uptime`'s load before and after.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -40,7 +39,7 @@ from evalq.workers.gateway import Gateway, Upstream
 
 from .gateway_bench import model_server, percentile
 from .gateway_load import close_worker_gateway
-from .gateway_loop_lag import trial_threads
+from .gateway_loop_lag import late_wakeups, trial_threads
 
 MODEL = "claude-sonnet-4-5"
 
@@ -154,17 +153,6 @@ def crowd(trials: int, busy_threads: int, sandboxed: int = 0, workdir: Path | No
             thread.join(90)
 
 
-def lateness(loop: asyncio.AbstractEventLoop, seconds: float) -> list[float]:
-    async def probe() -> list[float]:
-        late, end = [], time.monotonic() + seconds
-        while time.monotonic() < end:
-            started = time.monotonic()
-            await asyncio.sleep(0.005)
-            late.append((time.monotonic() - started - 0.005) * 1000)
-        return late
-    return asyncio.run_coroutine_threadsafe(probe(), loop).result(seconds + 120)
-
-
 def load(socket_path: Path, agents: int, seconds: float, wait: float) -> list[float]:
     out = subprocess.run([sys.executable, "-c", CLIENT, str(socket_path), str(agents),
                           str(seconds), str(wait)], capture_output=True, text=True,
@@ -201,7 +189,7 @@ def in_process(tmp: Path, url: str, name: str, agents: int, seconds: float, wait
                                        credentials={"KEY": "sk-bench-key"})
                 late: list[float] = []
                 prober = threading.Thread(target=lambda: late.extend(
-                    lateness(gateway.loop, seconds)))
+                    late_wakeups(gateway.loop, seconds)))
                 prober.start()
                 seen = load(path, agents, seconds, wait)
                 prober.join()
