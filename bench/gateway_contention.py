@@ -13,9 +13,9 @@ the machine's own load falls on every variant alike):
   calls (encoding and decoding JSON in bursts, about a third of a core);
 - `busy worker`: the same at the gateway's own switch interval;
 - `busy worker, own process`: the same crowd here, the gateway in a child process;
-- `sandboxed trials` (switch 5 ms, the gateway's own, own process): instead of that crowd,
-  SANDBOXED real trials at once, one after another (the command agent in bubblewrap behind
-  its door, sleeping 2-6 s): a threads worker's start-up and tear-down work.
+- `sandboxed trials` (switch 5, 1 or 0.5 ms, the gateway's own, own process): instead of that
+  crowd, SANDBOXED real trials at once, one after another (the command agent in bubblewrap
+  behind its door, sleeping 2-6 s): a threads worker's start-up and tear-down work.
 
 Per variant: the gateway's own part of each call as its records give it (arrival of the first
 bytes to the last byte, less the upstream's part), p50/p95, and the loop's lateness waking from
@@ -231,6 +231,10 @@ VARIANTS = {
     "busy worker, own process": dict(trials=200, busy_threads=2, switch="process"),
     "sandboxed trials, switch 5 ms": dict(trials=0, busy_threads=0, switch=0.005,
                                           sandboxed=SANDBOXED),
+    "sandboxed trials, switch 1 ms": dict(trials=0, busy_threads=0, switch=0.001,
+                                          sandboxed=SANDBOXED),
+    "sandboxed trials, switch 0.5 ms": dict(trials=0, busy_threads=0, switch=0.0005,
+                                            sandboxed=SANDBOXED),
     "sandboxed trials": dict(trials=0, busy_threads=0, switch=None, sandboxed=SANDBOXED),
     "sandboxed trials, own process": dict(trials=0, busy_threads=0, switch="process",
                                           sandboxed=SANDBOXED),

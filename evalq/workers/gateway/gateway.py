@@ -14,10 +14,13 @@ default), a few times per request. So the gateway lowers the process's switch in
 LOOP_SWITCH_INTERVAL (it never raises one). Side by side in one script (`python -m
 bench.gateway_contention`: calls from another process, 60 real trials starting and ending in
 this one), the gateway's own part of a call at p95 (its record's latency less the upstream's
-part) went from 157-298 ms at 5 ms to 1.4-2.8 ms, and a gateway in a process of its own
-measured the same (1.4-3.0 ms). With 200 trials in one process each calling through its door,
-the lower interval halved that p95 (about 300-400 ms to 120-190 ms on a machine at load 8-19
-for 2 cores); the loop's slow steps there still wait mostly for the GIL, not for a CPU.
+part) went from 19-298 ms at 5 ms to 1.4-6.7 ms (1 ms measured alike), and a gateway in a
+process of its own measured the same (1.4-3.0 ms). Lower is worse: at 0.1 ms, 200 trials'
+threads take turns so often that the loop's p50 alone grew to 20-35 ms. With 200 trials in one
+process each calling through its door, on a machine at load 8-30 for 2 cores, the gain went
+from half (p95 300-400 ms to 185 ms) to none (100-270 ms either way): the loop's slow steps
+there wait for the GIL (60% of their time) and for a CPU (40%), which a process of its own
+would partly avoid.
 
 A new connection reaches a run in one of two ways: `open_run(run_id, socket_path, ...)` binds a
 unix socket at that path and serves every connection to it until `GatewayRun.close()`, and
