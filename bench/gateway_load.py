@@ -19,6 +19,7 @@ The scripted model server runs in a process of its own, as a provider would.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -216,6 +217,7 @@ def run(workdir: Path, n: int, concurrency: int, calls: int, wait: float, log,
         for side in sides_wanted:
             log(f"gateway load, {side}: {n} trials, {concurrency} at once, {calls} calls "
                 f"each after {wait:g} s")
+            load_before = os.getloadavg()
             if side == "worker":
                 if not (broker and database):
                     raise RuntimeError("the worker side needs a broker and a database")
@@ -229,6 +231,9 @@ def run(workdir: Path, n: int, concurrency: int, calls: int, wait: float, log,
                     close_worker_gateway()
                 sides[side] = side_summary(seconds, n, results)
             got = sides[side]
+            # the machine's load average (1, 5, 15 min) around this side: latencies on a
+            # shared machine move with it, so each figure is read beside it
+            got["load_average"] = {"before": load_before, "after": os.getloadavg()}
             log(f"gateway load, {side}: {got['seconds']:.1f} s, "
                 f"{got['trials_per_second'] or 0:.3f} trials/s, {got['calls_ok']}/{n * calls} "
                 f"calls ok, p95 {got['agent_seen'].get('p95_ms', float('nan')):.1f} ms; "
@@ -273,11 +278,18 @@ def figures_of(sides: dict, n: int, concurrency: int, calls: int, wait: float,
                     f"{paired if paired is not None else float('nan'):.1f} ms; whole calls as "
                     f"the agents see them, p95 direct "
                     f"{direct['agent_seen'].get('p95_ms', float('nan')):.1f} ms, through the "
-                    f"door {sealed['agent_seen'].get('p95_ms', float('nan')):.1f} ms"),
+                    f"door {sealed['agent_seen'].get('p95_ms', float('nan')):.1f} ms; the "
+                    f"machine's load average (1 min) {_load(sealed)}"),
     ]
     for figure in figures:
         log(figure.line())
     return figures
+
+
+def _load(side: dict) -> str:
+    """The 1-minute load average before and after a side, as "a to b"."""
+    load = side.get("load_average")
+    return f"{load['before'][0]:.1f} to {load['after'][0]:.1f}" if load else "unavailable"
 
 
 def main() -> None:

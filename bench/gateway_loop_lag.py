@@ -20,8 +20,8 @@ from evalq.workers.gateway import Gateway
 from .gateway_bench import percentile
 
 
-def lateness(gateway: Gateway, seconds: float = 8.0) -> dict:
-    """How late the loop wakes from asyncio.sleep(5 ms), in ms, over `seconds`."""
+def late_wakeups(loop: asyncio.AbstractEventLoop, seconds: float = 8.0) -> list[float]:
+    """How late `loop` wakes from asyncio.sleep(5 ms), in ms, each time over `seconds`."""
     async def probe() -> list[float]:
         late, end = [], time.monotonic() + seconds
         while time.monotonic() < end:
@@ -30,7 +30,12 @@ def lateness(gateway: Gateway, seconds: float = 8.0) -> dict:
             late.append((time.monotonic() - started - 0.005) * 1000)
         return late
 
-    late = asyncio.run_coroutine_threadsafe(probe(), gateway.loop).result(seconds + 60)
+    return asyncio.run_coroutine_threadsafe(probe(), loop).result(seconds + 60)
+
+
+def lateness(gateway: Gateway, seconds: float = 8.0) -> dict:
+    """How late the gateway's loop wakes from asyncio.sleep(5 ms), in ms, over `seconds`."""
+    late = late_wakeups(gateway.loop, seconds)
     return {"n": len(late), "p50_ms": percentile(late, 0.5), "p95_ms": percentile(late, 0.95),
             "p99_ms": percentile(late, 0.99), "max_ms": max(late)}
 

@@ -6,14 +6,21 @@ door: bound in the sandbox's network namespace, accepted from here), all on this
 sharing one pool of upstream connections (TLS verified) and one concurrency counter per
 provider.
 
-The loop stays in the worker's process, beside its trial and reader threads. Measured with 200
-trials in flight in one threads worker, each agent making 10 model calls (`python -m bench
---only gateway_load`), the trial rate held the direct-call floor's, and the gateway's handling
-of a call once its handler runs (last byte less the upstream's part, `upstream_ms` in each
-record) stayed under a millisecond at p95; the waits that remain are before the handler runs
-and inside the upstream's part, which is where a busy machine delays every loop. A process of
-its own would add a hop and a copy to every call; it is worth it only if a quiet run shows the
-worker's threads, not the machine, delaying the loop.
+The loop stays in the worker's process, beside its trial and reader threads, and shares the
+GIL with them. Threads merely waiting cost it nothing; threads running Python (a trial starting
+or tearing down its sandbox) do: each time the loop makes a system call it lets the GIL go,
+and getting it back from a busy thread takes up to the interpreter's switch interval (5 ms by
+default), a few times per request. So the gateway lowers the process's switch interval to
+LOOP_SWITCH_INTERVAL (it never raises one). Side by side in one script (`python -m
+bench.gateway_contention`: calls from another process, 60 real trials starting and ending in
+this one), the gateway's own part of a call at p95 (its record's latency less the upstream's
+part) went from 19-298 ms at 5 ms to 1.4-6.7 ms (1 ms measured alike), and a gateway in a
+process of its own measured the same (1.4-3.0 ms). Lower is worse: at 0.1 ms, 200 trials'
+threads take turns so often that the loop's p50 alone grew to 20-35 ms. With 200 trials in one
+process each calling through its door, on a machine at load 8-30 for 2 cores, the gain went
+from half (p95 300-400 ms to 185 ms) to none (100-270 ms either way): the loop's slow steps
+there wait for the GIL (60% of their time) and for a CPU (40%), which a process of its own
+would partly avoid.
 
 A new connection reaches a run in one of two ways: `open_run(run_id, socket_path, ...)` binds a
 unix socket at that path and serves every connection to it until `GatewayRun.close()`, and
@@ -31,6 +38,7 @@ import os
 import socket
 import ssl
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -51,6 +59,17 @@ from evalq.workers.gateway.upstreams import Upstream, as_upstreams
 log = logging.getLogger("evalq.gateway")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 MAX_SOCKET_PATH = 107  # bytes, Linux sun_path less its terminating NUL
+
+
+#: the interpreter's switch interval while a gateway runs (seconds; the default is 0.005): how
+#: long a busy worker thread may keep the GIL from the loop after each of its system calls
+LOOP_SWITCH_INTERVAL = 0.0005
+
+
+def share_the_gil() -> None:
+    """Lower the process's switch interval to LOOP_SWITCH_INTERVAL (a lower one is kept)."""
+    if sys.getswitchinterval() > LOOP_SWITCH_INTERVAL:
+        sys.setswitchinterval(LOOP_SWITCH_INTERVAL)
 
 
 #: connections one run may hold open at once. They are this worker's file descriptors, shared
@@ -154,6 +173,7 @@ class Gateway:
         self.runs_lock = threading.Lock()
         #: run id -> the listeners handed to serve_listener (touched on the loop only)
         self.handed: dict[str, list[socket.socket]] = {}
+        share_the_gil()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="evalq-gateway",
                                        daemon=True)
