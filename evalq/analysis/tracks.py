@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalq.analysis.recorded_labels import UNTRACKED, recorded_labels
 from evalq.errors import UserError
 from evalq.study.manifest import load_manifest
-
-UNTRACKED = "untracked"
 
 
 def labels_from_fixtures(fixtures) -> dict[str, dict]:
@@ -24,12 +23,9 @@ def task_labels(study_row) -> dict[str, dict]:
     A study whose manifest has moved gets no labels (every task 'untracked', split unknown)
     rather than guessed ones.
     """
-    recorded = (study_row.lock or {}).get("task_labels")
+    recorded = recorded_labels(study_row)
     if recorded is not None:
-        return {task: {"track": v.get("track") or UNTRACKED, "split": v.get("split"),
-                       "suitable": v.get("suitable", True),
-                       "skill_expected": v.get("skill_expected")}
-                for task, v in recorded.items()}
+        return recorded
     path = study_row.manifest_path
     if path and Path(path).is_file():
         try:

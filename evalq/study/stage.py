@@ -176,10 +176,10 @@ def derive_stage(manifest: StudyManifest, path: Path) -> tuple[tuple[Fixture, ..
     change = _change(path, stage)
     from evalq.results.store import records, TrialRow
 
-    from evalq.analysis.tracks import task_labels
+    from evalq.analysis.recorded_labels import recorded_labels
 
     trials = {t.id: t for t in records(engine, TrialRow, row.id, [TrialRow.order_index])}
-    labels = task_labels(row)  # a task manifest's tracks, where the fixture names none
+    labels = recorded_labels(row) or {}  # a task manifest's tracks, where fixtures name none
     scratch, bases = _scratch(), {}
     fixtures, runs, seen = [], {}, {}
     for view in _taken(engine, row, path, stage):
