@@ -142,8 +142,12 @@ def export_source(spec: SourceSpec, into: Path) -> Exported:
             src = spec.folder / name
             if src.is_symlink() or src.exists():  # a tracked file deleted in the work tree: gone
                 _copy_file(spec, src, into / name)
+    into.mkdir(parents=True, exist_ok=True)  # nothing copied: the refusal below, not a crash
     if not any(into.iterdir()):
-        raise _refuse(spec, f"the agent source of condition '{spec.condition}' has no files",
+        ignored = " (the repository around it ignores every file there)" \
+            if not spec.is_commit and top and not names else ""
+        raise _refuse(spec, f"the agent source of condition '{spec.condition}' has no "
+                            f"files{ignored}",
                       "name the folder or commit that holds the agent's code")
     _refuse_fixtures(spec, into)
     return Exported(digest=tree_digest(into), commit=commit)

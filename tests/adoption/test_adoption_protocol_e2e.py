@@ -15,7 +15,6 @@ export carries each run's first check, eventual result, repair cost and retentio
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -85,7 +84,7 @@ def write_study(folder: Path) -> Path:
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: praxo\n---\nUse praxo-core when it fits.\n")
     # the first-check tests' agent folder (its wrong and right fixes), with this agent
-    shutil.copyfile(HERE / "protocol_agent.py", agent_source(folder) / "agent.py")
+    agent_source(folder, HERE / "protocol_agent.py")
     conditions = "".join(
         f'\n[[conditions]]\nname = "{name}"\nagent = "command"\nmodel = "scripted-model"\n'
         f'source = {{ path = "agent" }}\n'

@@ -23,13 +23,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from test_agents_support import artifact, attempts, copy_fixture, run_study
+from test_agents_support import GIT_ENV, artifact, attempts, copy_fixture, run_study
 from evalq.digest import tree_digest
 from evalq.workers.sandbox.base import AGENT_DIR
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 
 #: the sibling module the fixer imports (a second file of the source, not argv[0])
 PATCHES = '''import os
@@ -523,3 +520,31 @@ settings = {{ argv = {json.dumps(ARGV)} }}
     assert lock["agent_sources"]["here"] == {"digest": tree_digest(exported)}
     again = run_cli(["study", "validate", str(manifest)], env)
     assert again.returncode == 0 and "(frozen)" in again.stdout, again.stderr
+
+
+def test_a_folder_the_repository_around_it_ignores_is_refused_in_one_line(tmp_path):
+    """Every file git ignores is left out of a folder source; a folder left empty that way is
+    named as such (it was a crash on a missing folder)."""
+    outer = tmp_path / "outer"
+    (outer / "agent").mkdir(parents=True)
+    git(outer, "init", "-q")
+    (outer / ".gitignore").write_text("agent/\n")
+    git(outer, "add", ".gitignore")
+    git(outer, "commit", "-q", "-m", "ignore the agent")
+    (outer / "agent" / "fixer.py").write_text(GOOD)
+    fixture = copy_fixture("py-slugify-bugfix", tmp_path / "fixtures")
+    manifest = tmp_path / "ignored.toml"
+    manifest.write_text(f'''
+id = "ignored"
+fixtures = ["{fixture.as_posix()}"]
+[[conditions]]
+name = "here"
+agent = "command"
+source = {{ path = "outer/agent" }}
+settings = {{ argv = {json.dumps(ARGV)} }}
+''')
+    refused = run_cli(["study", "freeze", str(manifest)])
+    line = refused.stderr.strip()
+    assert refused.returncode == 2 and len(line.splitlines()) == 1, line
+    assert "has no files (the repository around it ignores every file there)" in line, line
+    assert not (tmp_path / "ignored.lock.json").exists()

@@ -22,6 +22,27 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import copy_fixture, run_cli  # noqa: E402
 
 INSTALL = ROOT / "scripts" / "install-test-agents.sh"
+#: a git identity and no user or system configuration, for the tests' own repositories
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def committed_folder(folder: Path) -> Path:
+    """`folder` made a repository of its own with everything in it committed: an agent's
+    folder as a user keeps it. Inside the checkout's git-ignored .pytest-tmp, a plain folder
+    would give evalq no files to export (it leaves out what git ignores)."""
+    import os
+
+    def git(*args: str) -> None:
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True,
+                              text=True, env={**os.environ, **GIT_ENV}, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "agent")
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -22,14 +22,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from test_agents_support import copy_fixture, run_study
+from test_agents_support import GIT_ENV, copy_fixture, run_study
 from evalq.analysis.agent_errors import ERROR_EXIT
 from evalq.report.transcripts import page_name
 from evalq.workers.sandbox.base import AGENT_DIR
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 
 #: v1 puts the fixed module it ships into the workspace (the working directory)
 V1 = '''import os, shutil, sys

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agents"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from conftest import FIXTURES, run_cli  # noqa: E402
-from test_agents_support import artifact, run_study  # noqa: E402
+from test_agents_support import artifact, committed_folder, run_study  # noqa: E402
 from evalq.graders.sandbox.cleanup import remove_tree  # noqa: E402
 
 TRACK = "directed-integration"
@@ -49,14 +49,15 @@ def checked_fixture(root: Path) -> Path:
     return dest
 
 
-def agent_source(root: Path) -> Path:
+def agent_source(root: Path, agent: Path = HERE / "first_check_agent.py") -> Path:
+    """The agents' folder (`agent` as agent.py, the wrong and right fixes), committed."""
     source = root / "agent"
     source.mkdir()
-    shutil.copyfile(HERE / "first_check_agent.py", source / "agent.py")
+    shutil.copyfile(agent, source / "agent.py")
     solutions = FIXTURES / "py-slugify-bugfix" / "solutions"
     shutil.copyfile(solutions / "incorrect" / "textutil" / "slug.py", source / "wrong_slug.py")
     shutil.copyfile(solutions / "correct" / "textutil" / "slug.py", source / "right_slug.py")
-    return source
+    return committed_folder(source)
 
 
 def stored_rows(home: Path) -> dict[str, dict]:
