@@ -316,19 +316,25 @@ def test_a_dirty_repository_is_refused_unless_allowed(repo_study):
     assert lock["agent_sources"]["good"]["commit"] == commits["good"]
 
 
-def test_a_folder_source_with_untracked_files_is_dirty(repo_study):
-    tmp, commits, fixture = repo_study
-    (tmp / "agent" / "notes.txt").write_text("not committed")
-    manifest = tmp / "folder.toml"
+def folder_study(folder: Path, study_id: str, fixture: Path, source: str) -> Path:
+    """A one-condition study whose `command` agent comes from the folder `source`."""
+    manifest = folder / f"{study_id}.toml"
     manifest.write_text(f'''
-id = "folder"
+id = "{study_id}"
 fixtures = ["{fixture.as_posix()}"]
 [[conditions]]
 name = "here"
 agent = "command"
-source = {{ path = "agent" }}
+source = {{ path = "{source}" }}
 settings = {{ argv = {json.dumps(ARGV)} }}
 ''')
+    return manifest
+
+
+def test_a_folder_source_with_untracked_files_is_dirty(repo_study):
+    tmp, commits, fixture = repo_study
+    (tmp / "agent" / "notes.txt").write_text("not committed")
+    manifest = folder_study(tmp, "folder", fixture, "agent")
     refused = run_cli(["study", "freeze", str(manifest)])
     assert refused.returncode == 2 and "notes.txt" in refused.stderr, refused.stderr
     (tmp / "agent" / "notes.txt").unlink()
@@ -533,16 +539,7 @@ def test_a_folder_the_repository_around_it_ignores_is_refused_in_one_line(tmp_pa
     git(outer, "commit", "-q", "-m", "ignore the agent")
     (outer / "agent" / "fixer.py").write_text(GOOD)
     fixture = copy_fixture("py-slugify-bugfix", tmp_path / "fixtures")
-    manifest = tmp_path / "ignored.toml"
-    manifest.write_text(f'''
-id = "ignored"
-fixtures = ["{fixture.as_posix()}"]
-[[conditions]]
-name = "here"
-agent = "command"
-source = {{ path = "outer/agent" }}
-settings = {{ argv = {json.dumps(ARGV)} }}
-''')
+    manifest = folder_study(tmp_path, "ignored", fixture, "outer/agent")
     refused = run_cli(["study", "freeze", str(manifest)])
     line = refused.stderr.strip()
     assert refused.returncode == 2 and len(line.splitlines()) == 1, line
