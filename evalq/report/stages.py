@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from evalq.analysis.tracks import UNTRACKED
 from evalq.report.attempts import VALID
-from evalq.stats.bootstrap import bootstrap_ci
+from evalq.criteria.rates import rate
 
 DEFINITION = ("retention: of the tasks whose baseline run was correct, the share of the "
               "stage's valid runs (correct, incorrect, timed_out) that still pass the hidden "
@@ -52,22 +52,23 @@ def stage_links(stage: dict, runs) -> list[dict[str, Any]]:
 
 
 def _group(links: list[dict], seed: int, n_resamples: int) -> dict[str, Any]:
+    """Retention of one (track, condition, baseline condition): a named criterion's rate
+    (criteria.rates) over the runs whose baseline was correct, in retention's words."""
     observed = [l for l in links if l["retention_observation"]]
-    per_task: dict[str, list[bool]] = {}
+    by_task: dict[str, list[Optional[bool]]] = {}
     for link in observed:
-        if link["passes"] is not None:
-            per_task.setdefault(link["task"], []).append(link["passes"])
-    values = [sum(v) / len(v) for _, v in sorted(per_task.items())]
-    ci = bootstrap_ci(values, n_resamples=n_resamples, seed=seed) if values else None
+        by_task.setdefault(link["task"], []).append(link["passes"])
+    figures = rate(by_task, seed=seed, n_resamples=n_resamples)
+    runs = figures["runs"]
     others = [l for l in links if not l["retention_observation"]]
     return {
-        "estimate": ci.estimate if ci else None, "ci_low": ci.low if ci else None,
-        "ci_high": ci.high if ci else None, "n_tasks": len(values),
-        "runs": {"retained": sum(1 for l in observed if l["passes"] is True),
-                 "lost": sum(1 for l in observed if l["passes"] is False),
-                 "unavailable": sum(1 for l in observed if l["passes"] is None)},
-        "reason": None if ci else ("no task's baseline run was correct" if not observed
-                                   else "no stage run has a valid outcome yet"),
+        "estimate": figures["estimate"], "ci_low": figures["ci_low"],
+        "ci_high": figures["ci_high"], "n_tasks": figures["n_tasks"],
+        "runs": {"retained": runs["passed"], "lost": runs["failed"],
+                 "unavailable": runs["unresolved"]},
+        "reason": None if figures["estimate"] is not None else (
+            "no task's baseline run was correct" if not observed
+            else "no stage run has a valid outcome yet"),
         "from_failing_baselines": {
             "tasks": len({l["task"] for l in others}),
             "runs_passing": sum(1 for l in others if l["passes"] is True),
