@@ -23,18 +23,19 @@ GRADE_TASK, RUN_TASK = "evalq.grade_trial", "evalq.run_trial"
 MAX_LOOKED_AT = 2000
 
 
-def _message_key(raw: bytes, task: str) -> Optional[tuple[str, int]]:
-    """(trial_id, attempt) of a filed [message, exchange, routing_key], if it is a `task`."""
+def _message_key(raw: bytes) -> Optional[tuple[str, str, int]]:
+    """(task name, trial_id, attempt) of a filed [message, exchange, routing_key] of ours."""
     try:
         message = json.loads(raw)[0]
-        if (message.get("headers") or {}).get("task") != task:
+        task = (message.get("headers") or {}).get("task")
+        if task not in (GRADE_TASK, RUN_TASK):
             return None
         body = message["body"]
         if (message.get("properties") or {}).get("body_encoding") == "base64":
             body = base64.b64decode(body)
         args = json.loads(body)[0]
         payload = args[0]
-        return str(payload["trial_id"]), int(payload["attempt"])
+        return task, str(payload["trial_id"]), int(payload["attempt"])
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
 
@@ -42,30 +43,29 @@ def _message_key(raw: bytes, task: str) -> Optional[tuple[str, int]]:
 def held_gradings(broker_url: Optional[str], older_than: float) -> list[tuple[str, int]]:
     """(trial_id, attempt) of grading messages delivered to some consumer more than
     `older_than` seconds ago and not yet acknowledged; [] for other brokers or when away."""
-    return held_messages(broker_url, older_than, GRADE_TASK)
+    return held_messages(broker_url, older_than)[GRADE_TASK]
 
 
-def held_runs(broker_url: Optional[str], older_than: float) -> list[tuple[str, int]]:
-    """The same for run_trial messages (an agent worker took them)."""
-    return held_messages(broker_url, older_than, RUN_TASK)
-
-
-def held_messages(broker_url: Optional[str], older_than: float,
-                  task: str) -> list[tuple[str, int]]:
-    """(trial_id, attempt) of `task` messages delivered more than `older_than` s ago, unacked."""
+def held_messages(broker_url: Optional[str],
+                  older_than: float) -> dict[str, list[tuple[str, int]]]:
+    """Per task name (GRADE_TASK, RUN_TASK): the (trial_id, attempt) of its messages delivered
+    more than `older_than` s ago and unacknowledged, from one read of the unacked index (the
+    launcher's sweep needs both); empty lists for other brokers or when away."""
+    held: dict[str, set] = {GRADE_TASK: set(), RUN_TASK: set()}
     if not broker_url or not broker_url.startswith(("redis://", "rediss://")):
-        return []
+        return {task: [] for task in held}
     import redis
 
     client = redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=5)
     try:
         tags = client.zrangebyscore(UNACKED_INDEX, "-inf", time.time() - older_than,
                                     start=0, num=MAX_LOOKED_AT)
-        if not tags:
-            return []
-        keys = (_message_key(raw, task) for raw in client.hmget(UNACKED, tags) if raw is not None)
-        return sorted({key for key in keys if key is not None})
+        for raw in client.hmget(UNACKED, tags) if tags else ():
+            key = _message_key(raw) if raw is not None else None
+            if key is not None:
+                held[key[0]].add(key[1:])
     except redis.RedisError:
-        return []
+        pass
     finally:
         client.close()
+    return {task: sorted(keys) for task, keys in held.items()}

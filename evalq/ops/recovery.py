@@ -21,7 +21,7 @@ import time
 from typing import Optional
 
 from evalq.ops.grading_sweep import resend_stranded_gradings
-from evalq.ops.held_deliveries import held_gradings, held_runs
+from evalq.ops.held_deliveries import GRADE_TASK, RUN_TASK, held_messages
 from evalq.queue.messages import grading_payload, shown_as
 from evalq.results.store import latest_attempts
 
@@ -127,11 +127,11 @@ class Sweeper:
             return
         if run_id is not None:
             self.run_id = run_id
+        held = held_messages(self.broker_url, self.lease_seconds)
         resend_stranded_gradings(self.engine, self._send, self.lease_seconds,
-                                 held=held_gradings(self.broker_url, self.lease_seconds))
-        expired, grading = stranded(
-            self.engine, self.study_id, self.grading_grace,
-            held_runs=frozenset(held_runs(self.broker_url, self.lease_seconds)))
+                                 held=held[GRADE_TASK])
+        expired, grading = stranded(self.engine, self.study_id, self.grading_grace,
+                                    held_runs=frozenset(held[RUN_TASK]))
         expired = self._fresh(expired, "run")
         if expired:
             log.warning("re-sending %d trial(s) whose worker is gone (lease expired, or message "
