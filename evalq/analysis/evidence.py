@@ -12,11 +12,12 @@ recorded; a value neither holds is None ("unavailable"), never filled in.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Optional
 
 from sqlalchemy import func, select
 
+from evalq.graders.first_check import NO_CHECK_DECLARED
+from evalq.report.fmt import utc_iso
 from evalq.results.store import AttemptRow
 
 
@@ -31,13 +32,7 @@ def trial_dates(engine, study_id: str) -> dict[str, Optional[str]]:
         rows = conn.execute(select(AttemptRow.trial_id, func.min(AttemptRow.started_at))
                             .where(AttemptRow.study_id == study_id)
                             .group_by(AttemptRow.trial_id)).all()
-    return {trial: _iso(started) for trial, started in rows}
-
-
-def _iso(stamp: Optional[float]) -> Optional[str]:
-    if stamp is None:
-        return None
-    return datetime.fromtimestamp(stamp, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {trial: utc_iso(started) for trial, started in rows}
 
 
 #: why a run of a study that is no stage has no retention observation
@@ -56,7 +51,7 @@ def session_fields(attempt) -> dict[str, Any]:
     cost = cost if isinstance(cost, dict) else None
     reason = None
     if cost is None:
-        reason = attempt.first_check_reason or ("the fixture declares no visible check"
+        reason = attempt.first_check_reason or (NO_CHECK_DECLARED
                                                 if checks is None else
                                                 "the agent never ran the visible check")
     return {"first_check_result": attempt.first_check_result,

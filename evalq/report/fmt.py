@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 UNAVAILABLE = "unavailable"
+
+
+def utc_iso(stamp: Optional[float]) -> Optional[str]:
+    """A Unix time as UTC ISO 8601 to the second (`2026-12-04T18:45:00Z`); None stays None."""
+    if stamp is None:
+        return None
+    return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _unsigned_zero(value: float, digits: int) -> float:

@@ -4,19 +4,13 @@ from it and from the rest of the report)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import func, select
 
 from evalq.analysis.pinned import agent_source_pin
+from evalq.report.fmt import utc_iso
 from evalq.results.store import AttemptRow
-
-
-def _iso(stamp: Optional[float]) -> Optional[str]:
-    if stamp is None:
-        return None
-    return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def timing(engine, study_id: str) -> dict[str, Any]:
@@ -27,7 +21,7 @@ def timing(engine, study_id: str) -> dict[str, Any]:
             select(func.min(AttemptRow.started_at), func.max(AttemptRow.finished_at))
             .where(AttemptRow.study_id == study_id)).one()
     wall = last - first if first is not None and last is not None and last >= first else None
-    return {"first_started_at": _iso(first), "last_finished_at": _iso(last),
+    return {"first_started_at": utc_iso(first), "last_finished_at": utc_iso(last),
             "wall_seconds": wall,
             "reason": None if wall is not None else "no attempt recorded when it ran"}
 
